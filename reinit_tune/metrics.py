@@ -1,0 +1,83 @@
+"""GLUE dev-split metrics (T1) as pure functions on prediction and label arrays.
+
+Accuracy, binary F1 (positive class 1, as GLUE scores MRPC) and Matthews correlation are
+written out from the confusion matrix so that tests can check them against scikit-learn;
+Pearson and Spearman come from scipy.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import stats
+
+from reinit_tune.tasks import get_task
+
+
+def accuracy(pred: np.ndarray, label: np.ndarray) -> float:
+    return float(np.mean(pred == label))
+
+
+def f1_binary(pred: np.ndarray, label: np.ndarray) -> float:
+    tp = float(np.sum((pred == 1) & (label == 1)))
+    fp = float(np.sum((pred == 1) & (label == 0)))
+    fn = float(np.sum((pred == 0) & (label == 1)))
+    denom = 2 * tp + fp + fn
+    return 0.0 if denom == 0 else 2 * tp / denom
+
+
+def matthews_corrcoef(pred: np.ndarray, label: np.ndarray) -> float:
+    """Multiclass MCC (Gorodkin 2004); equals the binary formula for two classes.
+
+    Defined as 0 when either marginal is constant, as scikit-learn does (a model that
+    predicts one class for every CoLA sentence scores 0, not NaN).
+    """
+    classes = np.union1d(pred, label)
+    idx = {c: i for i, c in enumerate(classes)}
+    cm = np.zeros((len(classes), len(classes)), dtype=np.float64)
+    for p, t in zip(pred, label, strict=True):
+        cm[idx[t], idx[p]] += 1
+    t_sum = cm.sum(axis=1)
+    p_sum = cm.sum(axis=0)
+    n = cm.sum()
+    correct = np.trace(cm)
+    cov_ytyp = correct * n - np.dot(t_sum, p_sum)
+    cov_ypyp = n * n - np.dot(p_sum, p_sum)
+    cov_ytyt = n * n - np.dot(t_sum, t_sum)
+    if cov_ypyp == 0 or cov_ytyt == 0:
+        return 0.0
+    return float(cov_ytyp / math.sqrt(cov_ytyt * cov_ypyp))
+
+
+def _correlation(fn, pred: np.ndarray, label: np.ndarray) -> float:
+    if np.all(pred == pred[0]) or np.all(label == label[0]):
+        return 0.0  # correlation with a constant is undefined; score it as no signal
+    return float(fn(pred, label)[0])
+
+
+def compute(task: str, predictions, labels) -> dict[str, float]:
+    """Metrics of ``task`` for class predictions (or regression scores for STS-B)."""
+    spec = get_task(task)
+    pred = np.asarray(predictions)
+    label = np.asarray(labels)
+    if pred.shape != label.shape:
+        raise ValueError(f"predictions {pred.shape} and labels {label.shape} differ in shape")
+    if pred.size == 0:
+        raise ValueError("no predictions to score")
+    if spec.is_regression:
+        pred = pred.astype(np.float64)
+        label = label.astype(np.float64)
+    out: dict[str, float] = {}
+    for name in spec.metrics:
+        if name == "accuracy":
+            out[name] = accuracy(pred, label)
+        elif name == "f1":
+            out[name] = f1_binary(pred, label)
+        elif name == "mcc":
+            out[name] = matthews_corrcoef(pred, label)
+        elif name == "pearson":
+            out[name] = _correlation(stats.pearsonr, pred, label)
+        elif name == "spearman":
+            out[name] = _correlation(stats.spearmanr, pred, label)
+    return out

@@ -1,0 +1,218 @@
+"""The results store (R1): one Parquet file per trial, plus one per trial for its epochs.
+
+Layout under a results folder::
+
+    trials/<trial_id>.parquet   one row: every TrialConfig field, final dev metrics, timings,
+                                device, library versions, status ("ok" or "error") and error
+    epochs/<trial_id>.parquet   one row per finished epoch: losses, dev metrics, timings
+
+Files are written to a hidden temporary name and renamed into place, so readers (pandas,
+pyarrow, DuckDB: ``SELECT * FROM 'results/trials/*.parquet'``) never see half a file and a
+crash never damages earlier rows. Every file of a table has the same explicit schema, so a
+folder reads as one table while a sweep is still writing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from reinit_tune.config import TrialConfig
+from reinit_tune.tasks import ALL_METRICS
+
+TRIALS = "trials"
+EPOCHS = "epochs"
+
+# Arrow type per TrialConfig annotation. A new field with a new annotation must be added
+# here; the KeyError at import time says so.
+_ANNOTATION_TYPES: dict[str, pa.DataType] = {
+    "str": pa.string(),
+    "str | None": pa.string(),
+    "int": pa.int64(),
+    "int | None": pa.int64(),
+    "float": pa.float64(),
+    "bool": pa.bool_(),
+    "int | float | None": pa.float64(),
+    "tuple[int, ...]": pa.list_(pa.int64()),
+    "tuple[int, ...] | None": pa.list_(pa.int64()),
+    "tuple[tuple[int, int], ...]": pa.list_(pa.list_(pa.int64())),
+}
+
+CONFIG_FIELDS: tuple[pa.Field, ...] = tuple(
+    pa.field(f.name, _ANNOTATION_TYPES[str(f.type)]) for f in dataclasses.fields(TrialConfig)
+)
+
+_METRIC_FIELDS = tuple(pa.field(f"eval_{m}", pa.float64()) for m in ALL_METRICS)
+
+TRIAL_SCHEMA = pa.schema(
+    [
+        pa.field("trial_id", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("error", pa.string()),
+        *CONFIG_FIELDS,
+        pa.field("config_json", pa.string()),
+        pa.field("num_layers", pa.int64()),
+        pa.field("num_pretrained_layers", pa.int64()),
+        pa.field("metric", pa.string()),
+        pa.field("score", pa.float64()),
+        *_METRIC_FIELDS,
+        pa.field("eval_loss", pa.float64()),
+        pa.field("train_loss", pa.float64()),
+        pa.field("epochs_completed", pa.int64()),
+        pa.field("train_examples", pa.int64()),
+        pa.field("setup_time_s", pa.float64()),
+        pa.field("train_time_s", pa.float64()),
+        pa.field("eval_time_s", pa.float64()),
+        pa.field("total_time_s", pa.float64()),
+        pa.field("train_examples_per_s", pa.float64()),
+        pa.field("device", pa.string()),
+        pa.field("precision_used", pa.string()),
+        pa.field("node_id", pa.string()),
+        pa.field("hostname", pa.string()),
+        pa.field("attempts", pa.int64()),
+        pa.field("versions", pa.string()),
+        pa.field("finished_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+EPOCH_SCHEMA = pa.schema(
+    [
+        pa.field("trial_id", pa.string()),
+        pa.field("experiment", pa.string()),
+        pa.field("task", pa.string()),
+        pa.field("epoch", pa.int64()),
+        pa.field("train_loss", pa.float64()),
+        pa.field("eval_loss", pa.float64()),
+        pa.field("metric", pa.string()),
+        pa.field("score", pa.float64()),
+        *_METRIC_FIELDS,
+        pa.field("train_time_s", pa.float64()),
+        pa.field("eval_time_s", pa.float64()),
+        pa.field("train_examples_per_s", pa.float64()),
+    ]
+)
+
+
+def config_columns(config: TrialConfig) -> dict[str, Any]:
+    """The row fields that describe a trial's configuration."""
+    return {
+        "trial_id": config.trial_id,
+        **config.to_dict(),
+        "config_json": json.dumps(config.to_dict(), sort_keys=True),
+        "num_layers": config.shape.num_layers,
+        "num_pretrained_layers": config.num_pretrained_layers,
+        "metric": config.task_spec.primary,
+    }
+
+
+def _write_atomic(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A leading dot hides the partial file from pyarrow/pandas folder reads and from
+    # DuckDB's '*.parquet' glob; os.replace is atomic within one filesystem.
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    return pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
+
+
+def write_trial(results_dir: str | os.PathLike, row: dict[str, Any], epochs: list[dict]) -> Path:
+    """Store one trial (replacing an earlier attempt of the same config). Epochs go first,
+    so a trial file always has its epoch file beside it."""
+    root = Path(results_dir)
+    trial_id = row["trial_id"]
+    if epochs:
+        _write_atomic(_table(epochs, EPOCH_SCHEMA), root / EPOCHS / f"{trial_id}.parquet")
+    path = root / TRIALS / f"{trial_id}.parquet"
+    _write_atomic(_table([row], TRIAL_SCHEMA), path)
+    return path
+
+
+def _read(folder: Path, schema: pa.Schema) -> pd.DataFrame:
+    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    if not files:
+        return schema.empty_table().to_pandas()
+    # The current schema, not the first file's: rows written by an older version that lack a
+    # newer column read as nulls instead of dropping the column.
+    table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table()
+    return table.to_pandas()
+
+
+def load_trials(results_dir: str | os.PathLike, status: str | None = None) -> pd.DataFrame:
+    """One row per finished trial (``status`` "ok" or "error"); filter with ``status=``."""
+    df = _read(Path(results_dir) / TRIALS, TRIAL_SCHEMA)
+    if status is not None:
+        df = df[df["status"] == status].reset_index(drop=True)
+    return df
+
+
+def load_epochs(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """One row per (trial, epoch); join to ``load_trials`` on ``trial_id``."""
+    return _read(Path(results_dir) / EPOCHS, EPOCH_SCHEMA)
+
+
+def finished_ids(results_dir: str | os.PathLike) -> set[str]:
+    """Ids of trials stored with status "ok", recomputed from their stored configs.
+
+    Recomputing (instead of trusting the stored id) keeps resumption right across versions
+    that add config fields: an old row gets the new fields' defaults, as a new config would.
+    """
+    df = load_trials(results_dir, status="ok")
+    ids = set()
+    for stored_id, blob in zip(df["trial_id"], df["config_json"], strict=True):
+        try:
+            data = json.loads(blob)
+            known = {f.name for f in dataclasses.fields(TrialConfig)}
+            ids.add(TrialConfig.from_dict({k: v for k, v in data.items() if k in known}).trial_id)
+        except (ValueError, TypeError):  # e.g. the model folder moved: fall back to stored id
+            ids.add(stored_id)
+    return ids
+
+
+def epoch_rows(config: TrialConfig, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store rows for a trial's per-epoch reports (``reinit_tune.trial.epoch_report``)."""
+    base = {"trial_id": config.trial_id, "experiment": config.experiment, "task": config.task,
+            "metric": config.task_spec.primary}
+    return [{**base, **r} for r in sorted(reports, key=lambda r: r["epoch"])]
+
+
+def trial_row(
+    config: TrialConfig,
+    reports: list[dict[str, Any]],
+    *,
+    status: str,
+    error: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The one store row of a trial: config, last epoch's metrics, summed timings, status."""
+    row: dict[str, Any] = {**config_columns(config), "status": status, "error": error, **extra}
+    row["finished_at"] = pd.Timestamp.now(tz="UTC")
+    row["epochs_completed"] = len(reports)
+    if not reports:
+        return row
+    reports = sorted(reports, key=lambda r: r["epoch"])
+    last = reports[-1]
+    for key in ("train_loss", "eval_loss", "score", "train_examples", "setup_time_s",
+                "device", "precision_used", "node_id", "versions",
+                *(f"eval_{m}" for m in ALL_METRICS)):
+        if key in last:
+            row[key] = last[key]
+    row["train_time_s"] = sum(r["train_time_s"] for r in reports)
+    row["eval_time_s"] = sum(r["eval_time_s"] for r in reports)
+    row["total_time_s"] = row["setup_time_s"] + row["train_time_s"] + row["eval_time_s"]
+    row["train_examples_per_s"] = row["train_examples"] * len(reports) / row["train_time_s"]
+    return row

@@ -1,0 +1,170 @@
+"""The finetuning loop: Accelerate for device and precision, AdamW, per-epoch dev evaluation.
+
+Optimization is what 003 §2 used through transformers' ``run_glue.py`` defaults: AdamW
+(betas 0.9/0.999, eps 1e-8, no weight decay), linear decay of the learning rate to 0 with no
+warmup, gradients clipped to norm 1.0; batch 8 and lr 2e-5 come from the ``TrialConfig``.
+The loop never copies a value to the host inside an epoch, so GPU steps are not serialized.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+from reinit_tune import metrics
+from reinit_tune.data import Encoded
+from reinit_tune.seeding import derive_seed
+from reinit_tune.tasks import get_task
+
+EVAL_BATCH_SIZE = 64
+MAX_GRAD_NORM = 1.0
+
+
+@dataclass
+class EpochResult:
+    epoch: int  # 1-based
+    train_loss: float
+    eval_loss: float
+    metrics: dict[str, float]
+    train_time_s: float
+    eval_time_s: float
+    train_examples: int
+    train_tokens: int
+
+    @property
+    def train_examples_per_s(self) -> float:
+        return self.train_examples / self.train_time_s if self.train_time_s > 0 else float("nan")
+
+
+@dataclass
+class TrainSetup:
+    device: str
+    precision: str  # what actually ran: "bf16" or "fp32"
+    notes: list[str] = field(default_factory=list)
+
+
+def make_accelerator(use_gpu: bool, precision: str):
+    """A fresh Accelerator for this trial, on the GPU when one is visible and wanted."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import is_bf16_available
+
+    # Accelerate keeps process-wide state; a reused Ray actor runs many trials, possibly with
+    # different precisions, so start each trial from a clean state.
+    AcceleratorState._reset_state(reset_partial_state=True)
+    cpu = not (use_gpu and torch.cuda.is_available())
+    mixed = "no"
+    notes = []
+    if precision == "bf16":
+        if cpu or is_bf16_available(ignore_tpu=True):
+            mixed = "bf16"
+        else:
+            notes.append("bf16 unsupported on this GPU; ran fp32")
+    accelerator = Accelerator(cpu=cpu, mixed_precision=mixed)
+    device = str(accelerator.device)
+    if accelerator.device.type == "cuda":
+        device += f" ({torch.cuda.get_device_name(accelerator.device)})"
+    return accelerator, TrainSetup(device, "bf16" if mixed == "bf16" else "fp32", notes)
+
+
+def param_groups(model: nn.Module, lr: float) -> list[dict]:
+    return [{"params": [p for p in model.parameters() if p.requires_grad], "lr": lr}]
+
+
+def make_optimizer(groups: list[dict], device_type: str) -> torch.optim.Optimizer:
+    # weight_decay must be explicit: torch's AdamW defaults to 0.01, run_glue to 0.
+    return torch.optim.AdamW(
+        groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, fused=device_type == "cuda"
+    )
+
+
+def train_loader(train: Encoded, batch_size: int, seed: int) -> torch.utils.data.DataLoader:
+    generator = torch.Generator().manual_seed(derive_seed(seed, "batch-order"))
+    return torch.utils.data.DataLoader(
+        train, batch_size=batch_size, shuffle=True, generator=generator, collate_fn=train.collate
+    )
+
+
+def eval_batches(dev: Encoded) -> list[list[int]]:
+    # Sorting by length keeps padding minimal; metrics do not depend on example order.
+    order = np.argsort(dev.lengths, kind="stable")
+    return [order[i : i + EVAL_BATCH_SIZE].tolist() for i in range(0, len(order), EVAL_BATCH_SIZE)]
+
+
+def evaluate(model: nn.Module, dev: Encoded, task: str, device: torch.device) -> tuple[float, dict]:
+    """Mean dev loss and the task's metrics over the whole dev split."""
+    spec = get_task(task)
+    model.eval()
+    outputs, loss_sum = [], torch.zeros((), device=device)
+    batches = eval_batches(dev)
+    with torch.inference_mode():
+        for idx in batches:
+            batch = {k: v.to(device, non_blocking=True) for k, v in dev.collate(idx).items()}
+            out = model(**batch)
+            loss_sum += out.loss.float() * len(idx)
+            outputs.append(out.logits.float())
+    logits = torch.cat(outputs).cpu().numpy()
+    order = np.concatenate([np.asarray(b) for b in batches])
+    labels = dev.labels[order]
+    preds = logits[:, 0] if spec.is_regression else logits.argmax(axis=-1)
+    return float(loss_sum.item()) / len(dev), metrics.compute(task, preds, labels)
+
+
+def finetune(
+    model: nn.Module,
+    train: Encoded,
+    dev: Encoded,
+    *,
+    task: str,
+    lr: float,
+    batch_size: int,
+    epochs: int,
+    seed: int,
+    precision: str = "fp32",
+    use_gpu: bool = True,
+    groups: list[dict] | None = None,
+    on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
+) -> tuple[list[EpochResult], TrainSetup]:
+    """Finetune ``model`` on ``train`` and evaluate on ``dev`` after every epoch."""
+    from transformers import get_linear_schedule_with_warmup
+
+    accelerator, setup = make_accelerator(use_gpu, precision)
+    torch.manual_seed(derive_seed(seed, "dropout"))  # dropout draws from the global generator
+    loader = train_loader(train, batch_size, seed)
+    optimizer = make_optimizer(groups or param_groups(model, lr), accelerator.device.type)
+    scheduler = get_linear_schedule_with_warmup(optimizer, 0, epochs * len(loader))
+    model, optimizer = accelerator.prepare(model, optimizer)
+    device = accelerator.device
+    results: list[EpochResult] = []
+    for epoch in range(1, epochs + 1):
+        model.train()
+        start = time.perf_counter()
+        loss_sum = torch.zeros((), device=device)
+        tokens = 0
+        for batch in loader:
+            tokens += int(batch["attention_mask"].sum())  # computed on the CPU copy: no sync
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            out = model(**batch)
+            accelerator.backward(out.loss)
+            accelerator.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            loss_sum += out.loss.detach().float()
+        train_loss = float(loss_sum.item()) / len(loader)
+        train_time = time.perf_counter() - start
+        start = time.perf_counter()
+        eval_loss, scores = evaluate(model, dev, task, device)
+        result = EpochResult(
+            epoch, train_loss, eval_loss, scores, train_time, time.perf_counter() - start,
+            len(train), tokens,
+        )
+        results.append(result)
+        if on_epoch is not None:
+            on_epoch(result, setup)
+    return results, setup

@@ -1,0 +1,16 @@
+"""Test helpers: load a sweep script as a module and run its ``main`` in-process."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative: str):
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(path.stem + "_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -1,0 +1,86 @@
+"""Data loading, seeded subsets (T2), the tokenization cache and dynamic padding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reinit_tune import EMBEDDED_MODEL, data
+
+
+def test_local_splits_load_in_glue_schema(glue_dir):
+    ds = data.load_split("mrpc", "validation", glue_dir)
+    assert len(ds) == 408 and {"sentence1", "sentence2", "label"} <= set(ds.column_names)
+    assert data.split_rows("sst2", "train", glue_dir) == 67_349
+
+
+def test_missing_data_error_names_both_ways(tmp_path, monkeypatch):
+    monkeypatch.delenv(data.DATA_ENV, raising=False)
+    with pytest.raises(data.DataNotFoundError) as err:
+        data.load_split("rte", "train", tmp_path)
+    message = str(err.value)
+    assert "--data-dir" in message and data.DATA_ENV in message and data.HUB_DATASET in message
+
+
+def test_env_variable_is_the_fallback(monkeypatch, glue_dir):
+    monkeypatch.setenv(data.DATA_ENV, str(glue_dir))
+    assert data.resolve_data_dir(None) == glue_dir.resolve()
+    assert data.resolve_data_dir("/elsewhere") != glue_dir.resolve()
+
+
+def test_subsets_are_reproducible_per_seed_and_differ_across_seeds():
+    a = data.subset_indices(10_000, 500, seed=3)
+    assert np.array_equal(a, data.subset_indices(10_000, 500, seed=3))
+    b = data.subset_indices(10_000, 500, seed=4)
+    assert len(a) == len(set(a)) == 500 and not np.array_equal(a, b)
+    assert len(np.intersect1d(a, b)) < 100  # two 5% samples overlap by ~25 rows
+
+
+def test_subset_sizes():
+    assert len(data.subset_indices(1000, 0.1, seed=0)) == 100
+    assert np.array_equal(data.subset_indices(50, None, seed=0), np.arange(50))
+    with pytest.raises(ValueError, match="train_size: 9000 exceeds the 8551 rows"):
+        data.subset_size(9000, 8551, "cola")
+
+
+def test_train_subset_is_the_same_across_reinitializations(glue_dir):
+    """What a trial trains on depends on (task, size, seed) only: paired across k."""
+    train_a, _ = data.train_and_dev("rte", EMBEDDED_MODEL, 128, 64, 7, glue_dir)
+    train_b, _ = data.train_and_dev("rte", EMBEDDED_MODEL, 128, 64, 7, glue_dir)
+    assert train_a.input_ids == train_b.input_ids
+    train_c, _ = data.train_and_dev("rte", EMBEDDED_MODEL, 128, 64, 8, glue_dir)
+    assert train_a.input_ids != train_c.input_ids
+
+
+def test_tokenization_is_cached_on_disk_and_in_process(glue_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("REINIT_TUNE_CACHE", str(tmp_path))
+    monkeypatch.setattr(data, "_encoded", {})
+    first = data.encoded_split("wnli", "validation", EMBEDDED_MODEL, 64, glue_dir)
+    files = list((tmp_path / "tokenized").glob("wnli-validation-*.arrow"))
+    assert len(files) == 1
+    assert data.encoded_split("wnli", "validation", EMBEDDED_MODEL, 64, glue_dir) is first
+    monkeypatch.setattr(data, "_encoded", {})  # a fresh process: read back from the cache file
+    again = data.encoded_split("wnli", "validation", EMBEDDED_MODEL, 64, glue_dir)
+    assert again.input_ids == first.input_ids
+    assert len(list((tmp_path / "tokenized").glob("wnli-validation-*.arrow"))) == 1
+    assert max(len(x) for x in first.input_ids) <= 64
+    assert np.array_equal(first.labels, np.asarray(
+        data.load_split("wnli", "validation", glue_dir)["label"]))
+
+
+def test_batches_pad_to_their_longest_member_not_to_max_length(glue_dir):
+    dev = data.encoded_split("sst2", "validation", EMBEDDED_MODEL, 128, glue_dir)
+    idx = [0, 1, 2, 3]
+    batch = dev.collate(idx)
+    longest = max(len(dev.input_ids[i]) for i in idx)
+    assert batch["input_ids"].shape == (4, longest) < (4, 128)
+    assert batch["attention_mask"].sum().item() == sum(len(dev.input_ids[i]) for i in idx)
+    assert (batch["input_ids"][batch["attention_mask"] == 0] == dev.pad_id).all()
+
+
+def test_sentence_pairs_use_segment_ids(glue_dir):
+    dev = data.encoded_split("rte", "validation", EMBEDDED_MODEL, 128, glue_dir)
+    assert set(dev.token_type_ids[0]) == {0, 1}
+    assert dev.labels.dtype == np.int64
+    stsb = data.encoded_split("stsb", "validation", EMBEDDED_MODEL, 128, glue_dir)
+    assert stsb.labels.dtype == np.float32

@@ -1,0 +1,84 @@
+"""The Parquet store: one row per trial, atomic files, one schema readable by pandas/DuckDB."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
+
+from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
+
+
+def fake_reports(task: str, epochs: int = 2) -> list[dict]:
+    metric = TrialConfig(EMBEDDED_MODEL, task).task_spec.primary
+    return [{"epoch": e, "train_loss": 1.0 / e, "eval_loss": 0.5, f"eval_{metric}": 0.5 + e / 10,
+             "score": 0.5 + e / 10, "train_time_s": 2.0, "eval_time_s": 1.0,
+             "train_examples_per_s": 50.0, "train_examples": 100, "setup_time_s": 0.5,
+             "device": "cpu", "precision_used": "fp32", "node_id": "n1", "versions": "{}"}
+            for e in range(1, epochs + 1)]
+
+
+def write(results, config, status="ok", epochs=2):
+    reports = fake_reports(config.task, epochs)
+    row = store.trial_row(config, reports, status=status, error=None if status == "ok" else "boom")
+    return store.write_trial(results, row, store.epoch_rows(config, reports))
+
+
+def test_rows_round_trip_with_one_schema_across_tasks(tmp_path):
+    sst = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, seed=1, reinit_layers=(4, 5))
+    cola = TrialConfig(EMBEDDED_MODEL, "cola", train_size=500, seed=1)
+    write(tmp_path, sst)
+    write(tmp_path, cola)
+    df = store.load_trials(tmp_path)
+    assert len(df) == 2 and set(df["task"]) == {"sst2", "cola"}
+    row = df.set_index("task").loc["sst2"]
+    assert list(row["reinit_layers"]) == [4, 5] and row["num_pretrained_layers"] == 4
+    assert row["eval_accuracy"] == 0.7 and pd.isna(row["eval_mcc"])
+    assert row["train_time_s"] == 4.0 and row["total_time_s"] == 6.5
+    assert row["train_examples_per_s"] == 50.0 and row["epochs_completed"] == 2
+    assert df.set_index("task").loc["cola", "eval_mcc"] == 0.7
+    # Every file carries the full schema, so plain readers see one table.
+    for f in (tmp_path / "trials").glob("*.parquet"):
+        assert pq.read_schema(f).names == store.TRIAL_SCHEMA.names
+    assert len(pd.read_parquet(tmp_path / "trials")) == 2
+    epochs = store.load_epochs(tmp_path)
+    assert len(epochs) == 4 and sorted(epochs["epoch"].unique()) == [1, 2]
+
+
+def test_duckdb_reads_the_folder(tmp_path):
+    write(tmp_path, TrialConfig(EMBEDDED_MODEL, "sst2", seed=0))
+    write(tmp_path, TrialConfig(EMBEDDED_MODEL, "sst2", seed=1))
+    [(n,)] = duckdb.sql(
+        f"SELECT count(*) FROM '{tmp_path}/trials/*.parquet' WHERE status = 'ok'").fetchall()
+    assert n == 2
+    joined = duckdb.sql(
+        f"SELECT t.seed, e.epoch FROM '{tmp_path}/trials/*.parquet' t "
+        f"JOIN '{tmp_path}/epochs/*.parquet' e USING (trial_id)").df()
+    assert len(joined) == 4
+
+
+def test_writes_leave_no_temporary_files_and_replace_earlier_attempts(tmp_path):
+    config = TrialConfig(EMBEDDED_MODEL, "sst2", seed=2)
+    write(tmp_path, config, status="error", epochs=1)
+    write(tmp_path, config, status="ok")
+    assert [p.name for p in (tmp_path / "trials").iterdir()] == [f"{config.trial_id}.parquet"]
+    df = store.load_trials(tmp_path)
+    assert list(df["status"]) == ["ok"]
+
+
+def test_failed_rows_are_rows_and_not_finished(tmp_path):
+    ok = TrialConfig(EMBEDDED_MODEL, "sst2", seed=0)
+    bad = TrialConfig(EMBEDDED_MODEL, "sst2", seed=1)
+    write(tmp_path, ok)
+    write(tmp_path, bad, status="error", epochs=0)
+    df = store.load_trials(tmp_path)
+    assert set(df["status"]) == {"ok", "error"}
+    assert df.set_index("status").loc["error", "error"] == "boom"
+    assert store.finished_ids(tmp_path) == {ok.trial_id}
+    assert len(store.load_trials(tmp_path, status="ok")) == 1
+
+
+def test_empty_store_reads_as_empty_table(tmp_path):
+    df = store.load_trials(tmp_path)
+    assert df.empty and "score" in df.columns
+    assert store.finished_ids(tmp_path) == set()
