@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from reinit_tune.config import PRECISIONS, TrialConfig
+from reinit_tune.config import INIT_SCHEMES, PRECISIONS, TrialConfig
 from reinit_tune.models import ModelShape, model_shape, register_shape
 from reinit_tune.tasks import TASKS
 
@@ -28,7 +28,9 @@ def parse_size(text: str) -> int | float | None:
         ) from None
 
 
-def sweep_parser(description: str, *, tasks, sizes) -> argparse.ArgumentParser:
+def sweep_parser(description: str, *, tasks, sizes, epochs: int | None = None
+                 ) -> argparse.ArgumentParser:
+    """The flags every sweep shares; ``epochs`` replaces the paper's per-size epoch rule."""
     p = argparse.ArgumentParser(
         description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
@@ -39,13 +41,17 @@ def sweep_parser(description: str, *, tasks, sizes) -> argparse.ArgumentParser:
                    help="train subset sizes: counts, fractions in (0,1), or 'full'")
     p.add_argument("--seeds", type=int, default=None,
                    help="trials per setting, seeds 0..N-1 (default: 50 at <=500 examples, else 3)")
-    p.add_argument("--epochs", type=int, default=None,
-                   help="finetuning epochs (default: 5 at <=500 examples, else 3)")
+    p.add_argument("--epochs", type=int, default=epochs,
+                   help="training epochs" if epochs is not None
+                   else "finetuning epochs (default: 5 at <=500 examples, else 3)")
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="bf16 autocasts on GPUs that support it and on CPU")
+    p.add_argument("--init-scheme", choices=INIT_SCHEMES, default="bert",
+                   help="distribution of reinitialized weights: 'bert' (003 App. A) or "
+                        "'authors-code' (what the 003 authors' code did; see README)")
     p.add_argument("--data-dir", default=None,
                    help="folder with <task>/{train,validation}.parquet "
                         "(default: $REINIT_TUNE_DATA, else the hub)")
@@ -65,7 +71,14 @@ def sweep_parser(description: str, *, tasks, sizes) -> argparse.ArgumentParser:
 def common_fields(args: argparse.Namespace) -> dict:
     """TrialConfig fields every sweep takes from the common flags."""
     return {"lr": args.lr, "batch_size": args.batch_size,
-            "max_seq_length": args.max_seq_length, "precision": args.precision}
+            "max_seq_length": args.max_seq_length, "precision": args.precision,
+            "init_scheme": args.init_scheme}
+
+
+def grid_args(args: argparse.Namespace) -> dict:
+    """Keyword arguments every ``reinit_tune.spaces`` builder takes from the common flags."""
+    return {"seeds": args.seeds, "epochs": args.epochs, "data_dir": args.data_dir,
+            **common_fields(args)}
 
 
 def run(args: argparse.Namespace, build: Callable[[], list[TrialConfig]]) -> int:

@@ -17,6 +17,9 @@ from reinit_tune.models import ModelShape, model_shape
 from reinit_tune.tasks import TASKS, Task, get_task
 
 PRECISIONS = ("fp32", "bf16")
+# "bert": 003 App. A as written; "authors-code": what the 003 authors' released code does
+# (see ``reinit_tune.surgery`` and the README section "Initialization schemes").
+INIT_SCHEMES = ("bert", "authors-code")
 
 
 def _freeze(value: Any) -> Any:
@@ -44,6 +47,22 @@ class TrialConfig:
     n sees the same examples for every reinitialization. ``reinit_layers`` holds 0-based
     indices into the encoder's layer list (progressive k keeps layers 0..k-1:
     ``reinit_layers = (k, ..., L-1)``). ``experiment`` names the sweep family for analysis.
+
+    Surgery, applied by ``build_model`` in this order (all indices 0-based):
+
+    - ``layer_order`` (S5, 003 §5): position i of the encoder holds pretrained layer
+      ``layer_order[i]``; None keeps the original order.
+    - ``reinit_layers`` (S1-S3), positions after any permutation; their LayerNorms keep
+      their pretrained values when ``preserve_layernorm`` (S7, 003 App. F).
+    - ``reinit_heads`` (S4, 001 Exp 3): (layer, head) pairs; only that head's Q/K/V rows
+      and attention-output columns are redrawn.
+    - ``init_scheme``: the distribution of redrawn weights, one of ``INIT_SCHEMES``.
+
+    Training modes: ``reinit_lr_multiplier`` (S8, 003 App. E) scales the learning rate of
+    the reinitialized layers; ``probe_layer`` = k (T5, 003 §3) trains only a linear probe on
+    the frozen encoder's hidden state k (0 = embeddings output); ``intermediate_task`` (T6,
+    001 Exp 1) first finetunes on that task (same size, seed, epochs and surgery), then
+    replaces the classifier and finetunes on ``task``.
     """
 
     model: str
@@ -57,11 +76,22 @@ class TrialConfig:
     max_seq_length: int = 128
     precision: str = "fp32"
     experiment: str = "custom"
+    reinit_heads: tuple[tuple[int, int], ...] = ()
+    layer_order: tuple[int, ...] | None = None
+    preserve_layernorm: bool = False
+    reinit_lr_multiplier: float = 1.0
+    init_scheme: str = "bert"
+    probe_layer: int | None = None
+    intermediate_task: str | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
         object.__setattr__(self, "reinit_layers", tuple(sorted(self.reinit_layers)))
+        object.__setattr__(self, "reinit_heads", tuple(sorted(self.reinit_heads)))
+        if isinstance(self.reinit_lr_multiplier, int) and not isinstance(
+                self.reinit_lr_multiplier, bool):
+            object.__setattr__(self, "reinit_lr_multiplier", float(self.reinit_lr_multiplier))
         self._validate()
 
     # -- validation -------------------------------------------------------------------------
@@ -98,6 +128,68 @@ class TrialConfig:
                 f"{shape.max_position_embeddings} positions"
             )
         _check_indices("reinit_layers", self.reinit_layers, shape.num_layers, self.model)
+        self._validate_surgery(shape)
+        self._validate_modes(shape)
+
+    def _validate_surgery(self, shape: ModelShape) -> None:
+        n_layers, n_heads = shape.num_layers, shape.num_heads
+        for pair in self.reinit_heads:
+            if not (isinstance(pair, tuple) and len(pair) == 2
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
+                raise ValueError(f"reinit_heads: {pair!r} is not a (layer, head) pair of ints")
+            layer, head = pair
+            if not (0 <= layer < n_layers and 0 <= head < n_heads):
+                raise ValueError(
+                    f"reinit_heads: {pair} out of range for {self.model}; allowed: layer "
+                    f"0..{n_layers - 1}, head 0..{n_heads - 1}"
+                )
+            if layer in self.reinit_layers:
+                raise ValueError(
+                    f"reinit_heads: layer {layer} is in reinit_layers already; reinitialize "
+                    "either the whole layer or some of its heads"
+                )
+        if len(set(self.reinit_heads)) != len(self.reinit_heads):
+            raise ValueError(f"reinit_heads: repeated pairs in {self.reinit_heads}")
+        order = self.layer_order
+        if order is not None and (
+            not isinstance(order, tuple)
+            or not all(isinstance(i, int) and not isinstance(i, bool) for i in order)
+            or sorted(order) != list(range(n_layers))
+        ):
+            raise ValueError(
+                f"layer_order: {order!r} is not a permutation of 0..{n_layers - 1} "
+                f"({self.model} has {n_layers} layers); allowed: None or such a permutation"
+            )
+        if not isinstance(self.preserve_layernorm, bool):
+            raise ValueError(f"preserve_layernorm: must be True or False, got "
+                             f"{self.preserve_layernorm!r}")
+        if self.init_scheme not in INIT_SCHEMES:
+            raise ValueError(f"init_scheme: {self.init_scheme!r}; allowed: {list(INIT_SCHEMES)}")
+
+    def _validate_modes(self, shape: ModelShape) -> None:
+        m = self.reinit_lr_multiplier
+        if isinstance(m, bool) or not isinstance(m, float) or not m > 0:
+            raise ValueError(f"reinit_lr_multiplier: must be a positive number, got {m!r}")
+        if m != 1.0 and self.reinit_heads:
+            # A head is a slice of tensors shared with other heads; optimizer param groups
+            # (003 App. E) scale whole tensors, so a per-head rate is not defined.
+            raise ValueError("reinit_lr_multiplier: applies to whole reinitialized layers; "
+                             "use 1.0 with reinit_heads")
+        k = self.probe_layer
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= shape.num_layers:
+                raise ValueError(
+                    f"probe_layer: {k!r} out of range for {self.model}; allowed: None or "
+                    f"0..{shape.num_layers} (0 = embeddings output)"
+                )
+            if m != 1.0 or self.intermediate_task is not None:
+                raise ValueError("probe_layer: a probe trains only its classifier; use "
+                                 "reinit_lr_multiplier 1.0 and no intermediate_task with it")
+        it = self.intermediate_task
+        if it is not None and it not in TASKS:
+            raise ValueError(
+                f"intermediate_task: unknown task {it!r}; allowed: None or {sorted(TASKS)}"
+            )
 
     # -- derived ----------------------------------------------------------------------------
     @property

@@ -151,20 +151,37 @@ def load_pretrained(model: str, num_labels: int) -> nn.Module:
     return copy.deepcopy(_checkpoints[key])
 
 
+def reset_classifier(model: nn.Module, seed: int) -> nn.Module:
+    """Draw the classification head from N(0, initializer_range) with zero bias, as
+    transformers initializes it, from a generator seeded by ``seed``."""
+    from reinit_tune import surgery
+
+    generator = surgery.seeded_generator(seed, "classifier")
+    surgery.reinit_linear_head(
+        surgery.classifier_head(model), model.config.initializer_range, generator
+    )
+    return model
+
+
 def build_model(config: TrialConfig) -> nn.Module:
     """The sequence-classification model for ``config`` with its surgery applied.
 
-    Deterministic: the same config gives bit-identical weights. The classification head is
-    drawn from N(0, initializer_range) with zero bias, as transformers initializes it, from a
-    generator seeded by ``config.seed``; the pooler and embeddings stay pretrained.
+    Deterministic: the same config gives bit-identical weights. The head comes from
+    ``reset_classifier``; the pooler and embeddings stay pretrained. Surgery order: permute
+    (``layer_order``), then reinitialize layers, then heads (see ``TrialConfig``).
     """
     from reinit_tune import surgery
 
-    model = load_pretrained(config.model, config.task_spec.num_labels)
+    model = reset_classifier(load_pretrained(config.model, config.task_spec.num_labels),
+                             config.seed)
     std = model.config.initializer_range
-    head = surgery.classifier_head(model)
-    surgery.reinit_linear_head(head, std, surgery.seeded_generator(config.seed, "classifier"))
-    surgery.reinit_layers(model, config.reinit_layers, std=std, seed=config.seed)
+    if config.layer_order is not None:
+        surgery.permute_layers(model, config.layer_order)
+    surgery.reinit_layers(model, config.reinit_layers, std=std, seed=config.seed,
+                          reset_layernorm=not config.preserve_layernorm,
+                          scheme=config.init_scheme)
+    surgery.reinit_heads(model, config.reinit_heads, std=std, seed=config.seed,
+                         scheme=config.init_scheme)
     return model
 
 

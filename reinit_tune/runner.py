@@ -66,14 +66,18 @@ def preflight(configs: list[TrialConfig], results_dir: Path, data_dir: str | Non
     if not configs:
         raise SweepError("the grid is empty: check --tasks, --sizes, --k and --seeds")
     problems: list[str] = []
-    for task in sorted({c.task for c in configs}):
+    sizes: dict[str, set] = defaultdict(set)  # an intermediate task trains at the trial's size
+    for c in configs:
+        for task in filter(None, (c.task, c.intermediate_task)):
+            sizes[task].add(c.train_size)
+    for task in sorted(sizes):
         try:
             n_train = data.split_rows(task, "train", data_dir)
             data.split_rows(task, "validation", data_dir)
         except data.DataNotFoundError as e:
             problems.append(str(e))
             continue
-        for size in sorted({c.train_size for c in configs if c.task == task}, key=str):
+        for size in sorted(sizes[task], key=str):
             try:
                 data.subset_size(size, n_train, task)
             except ValueError as e:

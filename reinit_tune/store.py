@@ -187,7 +187,8 @@ def epoch_rows(config: TrialConfig, reports: list[dict[str, Any]]) -> list[dict[
     """Store rows for a trial's per-epoch reports (``reinit_tune.trial.epoch_report``)."""
     base = {"trial_id": config.trial_id, "experiment": config.experiment, "task": config.task,
             "metric": config.task_spec.primary}
-    return [{**base, **r} for r in sorted(reports, key=lambda r: r["epoch"])]
+    # ``base`` last: Tune adds its own "trial_id" to every reported result.
+    return [{**r, **base} for r in sorted(reports, key=lambda r: r["epoch"])]
 
 
 def trial_row(

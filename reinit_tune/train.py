@@ -9,7 +9,7 @@ The loop never copies a value to the host inside an epoch, so GPU steps are not 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,8 +72,24 @@ def make_accelerator(use_gpu: bool, precision: str):
     return accelerator, TrainSetup(device, "bf16" if mixed == "bf16" else "fp32", notes)
 
 
-def param_groups(model: nn.Module, lr: float) -> list[dict]:
-    return [{"params": [p for p in model.parameters() if p.requires_grad], "lr": lr}]
+def param_groups(
+    model: nn.Module, lr: float, layers: Iterable[int] = (), multiplier: float = 1.0
+) -> list[dict]:
+    """Optimizer groups: the encoder layers at ``layers`` train at ``lr × multiplier`` (all
+    their parameters, S8, 003 App. E: "5x larger rate on the reinitialized layers"), every
+    other trainable parameter (embeddings, other layers, pooler, classifier) at ``lr``."""
+    from reinit_tune.surgery import layer_stack
+
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    layers = list(layers)
+    if multiplier == 1.0 or not layers:
+        return [{"params": trainable, "lr": lr}]
+    stack = layer_stack(model)
+    fast = {id(p) for i in layers for p in stack[i].parameters()}
+    return [
+        {"params": [p for p in trainable if id(p) not in fast], "lr": lr},
+        {"params": [p for p in trainable if id(p) in fast], "lr": lr * multiplier},
+    ]
 
 
 def make_optimizer(groups: list[dict], device_type: str) -> torch.optim.Optimizer:

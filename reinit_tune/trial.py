@@ -1,5 +1,8 @@
 """One trial: build the model from its ``TrialConfig``, finetune, report every epoch (W1).
 
+The config picks the mode: finetuning (optionally after an intermediate task, T6) or a
+linear probe on a frozen layer (T5).
+
 ``run_trial`` is the Ray Tune function trainable; ``execute`` does the same work without Ray
 (tests, benchmarks, debugging one config). Each epoch's report is a flat dict that the
 driver turns into store rows (``reinit_tune.runner.StoreWriter``).
@@ -13,10 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from reinit_tune import data
+from reinit_tune import data, sequential
 from reinit_tune.config import TrialConfig
 from reinit_tune.models import build_model
-from reinit_tune.train import EpochResult, TrainSetup, finetune
+from reinit_tune.probing import train_probe
+from reinit_tune.train import EpochResult, TrainSetup, finetune, param_groups
 
 
 def library_versions() -> str:
@@ -74,7 +78,10 @@ def execute(
     train, dev = data.train_and_dev(
         config.task, config.model, config.max_seq_length, config.train_size, config.seed, data_dir
     )
-    model = build_model(config)
+    if config.intermediate_task is not None:
+        model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu)
+    else:
+        model = build_model(config)
     setup_time = time.perf_counter() - start
     reports: list[dict[str, Any]] = []
 
@@ -84,11 +91,14 @@ def execute(
         if report is not None:
             report(record)
 
-    finetune(
-        model, train, dev,
-        task=config.task, lr=config.lr, batch_size=config.batch_size, epochs=config.epochs,
-        seed=config.seed, precision=config.precision, use_gpu=use_gpu, on_epoch=on_epoch,
-    )
+    common = dict(task=config.task, lr=config.lr, batch_size=config.batch_size,
+                  epochs=config.epochs, seed=config.seed, precision=config.precision,
+                  use_gpu=use_gpu, on_epoch=on_epoch)
+    if config.probe_layer is not None:
+        train_probe(model, train, dev, layer=config.probe_layer, **common)
+    else:
+        groups = param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier)
+        finetune(model, train, dev, groups=groups, **common)
     return reports
 
 

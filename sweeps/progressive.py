@@ -14,9 +14,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="pretrained layers to keep (default: every k in 0..L)")
     args = parser.parse_args(argv)
     return cli.run(args, lambda: spaces.progressive(
-        args.model, args.tasks, args.sizes, seeds=args.seeds, epochs=args.epochs, ks=args.k,
-        data_dir=args.data_dir, **cli.common_fields(args),
-    ))
+        args.model, args.tasks, args.sizes, ks=args.k, **cli.grid_args(args)))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from reinit_tune import EMBEDDED_MODEL, TrialConfig
@@ -77,3 +79,45 @@ def test_frozen():
 def test_num_pretrained_layers_is_k():
     config = TrialConfig(EMBEDDED_MODEL, "sst2", reinit_layers=(2, 3, 4, 5))
     assert config.num_pretrained_layers == 2
+
+
+@pytest.mark.parametrize("kwargs,field,allowed", [
+    ({"reinit_heads": ((6, 0),)}, "reinit_heads", r"layer 0\.\.5, head 0\.\.11"),
+    ({"reinit_heads": ((0, 12),)}, "reinit_heads", r"head 0\.\.11"),
+    ({"reinit_heads": ((0, 1), (0, 1))}, "reinit_heads", "repeated"),
+    ({"reinit_heads": ((0,),)}, "reinit_heads", "pair"),
+    ({"reinit_heads": ((2, 0),), "reinit_layers": (2,)}, "reinit_heads", "reinit_layers"),
+    ({"layer_order": (0, 1, 2)}, "layer_order", r"permutation of 0\.\.5"),
+    ({"layer_order": (0, 0, 1, 2, 3, 4)}, "layer_order", "permutation"),
+    ({"layer_order": (0.0, 1, 2, 3, 4, 5)}, "layer_order", "permutation"),
+    ({"preserve_layernorm": "yes"}, "preserve_layernorm", "True or False"),
+    ({"reinit_lr_multiplier": 0.0}, "reinit_lr_multiplier", "positive"),
+    ({"reinit_lr_multiplier": 5.0, "reinit_heads": ((0, 0),)}, "reinit_lr_multiplier",
+     "whole reinitialized layers"),
+    ({"init_scheme": "xavier"}, "init_scheme", "authors-code"),
+    ({"probe_layer": 7}, "probe_layer", r"0\.\.6"),
+    ({"probe_layer": -1}, "probe_layer", r"0\.\.6"),
+    ({"probe_layer": 3, "intermediate_task": "rte"}, "probe_layer", "intermediate_task"),
+    ({"intermediate_task": "squad"}, "intermediate_task", "wnli"),
+])
+def test_invalid_surgery_and_mode_fields_name_the_field_and_allowed_values(kwargs, field,
+                                                                           allowed):
+    with pytest.raises(ValueError, match=f"^{field}:") as info:
+        TrialConfig(EMBEDDED_MODEL, "sst2", **kwargs)
+    assert re.search(allowed, str(info.value))
+
+
+def test_new_fields_normalize_and_change_identity():
+    a = TrialConfig(EMBEDDED_MODEL, "sst2", reinit_heads=[[5, 1], [0, 3]],
+                    layer_order=[5, 4, 3, 2, 1, 0])
+    assert a.reinit_heads == ((0, 3), (5, 1)) and a.layer_order == (5, 4, 3, 2, 1, 0)
+    assert TrialConfig.from_dict(a.to_dict()) == a
+    b = TrialConfig(EMBEDDED_MODEL, "sst2", reinit_layers=[3], reinit_lr_multiplier=5)
+    assert b.reinit_lr_multiplier == 5.0 and isinstance(b.reinit_lr_multiplier, float)
+    assert b.trial_id == b.replace(reinit_lr_multiplier=5.0).trial_id
+    base = TrialConfig(EMBEDDED_MODEL, "sst2")
+    variants = [base.replace(**change) for change in (
+        {"reinit_heads": ((0, 0),)}, {"layer_order": (1, 0, 2, 3, 4, 5)},
+        {"preserve_layernorm": True}, {"reinit_lr_multiplier": 5.0},
+        {"init_scheme": "authors-code"}, {"probe_layer": 0}, {"intermediate_task": "rte"})]
+    assert len({c.trial_id for c in [base, *variants]}) == 1 + len(variants)

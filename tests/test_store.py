@@ -82,3 +82,27 @@ def test_empty_store_reads_as_empty_table(tmp_path):
     df = store.load_trials(tmp_path)
     assert df.empty and "score" in df.columns
     assert store.finished_ids(tmp_path) == set()
+
+
+def test_surgery_and_mode_fields_round_trip_through_the_store(tmp_path):
+    config = TrialConfig(EMBEDDED_MODEL, "rte", seed=3, reinit_layers=(4, 5),
+                         reinit_heads=((0, 2), (1, 11)), layer_order=(5, 4, 3, 2, 1, 0),
+                         preserve_layernorm=True, init_scheme="authors-code",
+                         intermediate_task="wnli")
+    probe = TrialConfig(EMBEDDED_MODEL, "rte", probe_layer=0)
+    fast = TrialConfig(EMBEDDED_MODEL, "rte", reinit_layers=(5,), reinit_lr_multiplier=1.5)
+    for c in (config, probe, fast):
+        write(tmp_path, c)
+    df = store.load_trials(tmp_path).set_index("trial_id")
+    row = df.loc[config.trial_id]
+    assert [list(p) for p in row["reinit_heads"]] == [[0, 2], [1, 11]]
+    assert list(row["layer_order"]) == [5, 4, 3, 2, 1, 0]
+    assert row["preserve_layernorm"] and row["reinit_lr_multiplier"] == 1.0
+    assert row["init_scheme"] == "authors-code" and row["intermediate_task"] == "wnli"
+    assert pd.isna(row["probe_layer"]) and df.loc[probe.trial_id, "probe_layer"] == 0
+    assert df.loc[probe.trial_id, "layer_order"] is None
+    assert df.loc[fast.trial_id, "reinit_lr_multiplier"] == 1.5
+    assert store.finished_ids(tmp_path) == {config.trial_id, probe.trial_id, fast.trial_id}
+    [(n,)] = duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/trials/*.parquet' "
+                        "WHERE len(reinit_heads) = 2 AND layer_order[1] = 5").fetchall()
+    assert n == 1
