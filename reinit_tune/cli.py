@@ -65,7 +65,28 @@ def sweep_parser(description: str, *, tasks, sizes, epochs: int | None = None
     p.add_argument("--num-heads", type=int, default=None, help="head count, with --num-layers")
     p.add_argument("--dry-run", action="store_true",
                    help="print the grid and the number of trials; run nothing")
+    p.add_argument("--similarity", action="store_true",
+                   help="at the end of each trial compare the finetuned model with its "
+                        "pre-finetuning state per layer (weight distances, attention JS, "
+                        "SVCCA, CKA) into RESULTS/similarity/")
+    p.add_argument("--similarity-examples", type=int, default=None,
+                   help="dev examples compared by --similarity (default: the whole dev split)")
+    p.add_argument("--layer-replacement", action="store_true",
+                   help="with --similarity, also 002's layer replacement (one forward pass "
+                        "per layer)")
+    p.add_argument("--save-model", action="store_true",
+                   help="save each finetuned model to RESULTS/models/<trial_id>/ "
+                        "(compare two with analysis/similarity.py)")
     return p
+
+
+def similarity_options(args: argparse.Namespace):
+    """The run-level ``SimilarityOptions`` the flags ask for, or None."""
+    from reinit_tune.layer_similarity import SimilarityOptions  # torch: only when running
+
+    if not (args.similarity or args.layer_replacement or args.similarity_examples is not None):
+        return None
+    return SimilarityOptions(args.similarity_examples, args.layer_replacement)
 
 
 def common_fields(args: argparse.Namespace) -> dict:
@@ -95,11 +116,13 @@ def run(args: argparse.Namespace, build: Callable[[], list[TrialConfig]]) -> int
                 except ValueError:
                     heads = 12
             register_shape(args.model, ModelShape(args.num_layers, heads, hidden_size=0))
+        similarity = similarity_options(args)
         configs = build()
         summary = run_sweep(
             configs, results_dir=args.results, data_dir=args.data_dir,
             cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
             max_failures=args.max_failures, dry_run=args.dry_run,
+            similarity=similarity, save_model=args.save_model,
         )
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -8,6 +8,8 @@ store, so results land on the driver's disk whatever node ran the trial.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import sys
 import time
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from reinit_tune import data, store
 from reinit_tune.config import TrialConfig
+from reinit_tune.layer_similarity import SimilarityOptions
 
 try:  # Tune is a hard dependency, but a dry run should not pay for importing it
     from ray.tune import Callback as _TuneCallback
@@ -128,6 +131,10 @@ class StoreWriter(_TuneCallback):
             config, reports, status=status, error=error,
             attempts=trial.num_failures + 1, hostname=hostname,
         )
+        final = max(reports, key=lambda r: r["epoch"], default={})
+        if status == "ok" and final.get("similarity_rows"):  # before the trial row
+            rows = json.loads(final["similarity_rows"])
+            store.write_similarity(self.results_dir, config.trial_id, rows)
         store.write_trial(self.results_dir, row, store.epoch_rows(config, reports))
         if status == "ok":
             self.summary.ok += 1
@@ -188,9 +195,18 @@ def run_sweep(
     max_failures: int = 2,
     name: str | None = None,
     dry_run: bool = False,
+    similarity: SimilarityOptions | None = None,
+    save_model: bool = False,
     out=None,
 ) -> SweepSummary:
-    """Run every config not yet in the store; return counts of what happened."""
+    """Run every config not yet in the store; return counts of what happened.
+
+    ``similarity`` makes each trial compare its finetuned model with its pre-finetuning
+    state per layer (``RESULTS/similarity/``); ``save_model`` saves each finetuned model to
+    ``RESULTS/models/<trial_id>/`` (written by the worker: on a multi-node cluster RESULTS
+    must be on storage every node can write, as Tune's own storage path must be). A trial
+    in the store without the asked-for similarity rows or saved model runs again.
+    """
     out = out or sys.stdout
     results = Path(results_dir).expanduser().resolve()
     data_root = data.resolve_data_dir(data_dir)
@@ -202,6 +218,10 @@ def run_sweep(
         raise SweepError("--cpus-per-trial must be > 0 and --gpus-per-trial >= 0")
     preflight(unique, results, data_dir_str)
     done = store.finished_ids(results)
+    if similarity is not None:
+        done &= store.similarity_ids(results)
+    if save_model:
+        done = {i for i in done if (results / "models" / i / "config.json").is_file()}
     todo = [c for c in unique if c.trial_id not in done]
     summary = SweepSummary(name, results, total=len(unique), skipped=len(unique) - len(todo))
     print(describe(unique), file=out)
@@ -229,7 +249,11 @@ def run_sweep(
     writer = StoreWriter(results, todo_by_id, summary)
     tuner = tune.Tuner(
         trainable,
-        param_space={"trial_id": tune.grid_search(list(todo_by_id)), "data_dir": data_dir_str},
+        param_space={
+            "trial_id": tune.grid_search(list(todo_by_id)), "data_dir": data_dir_str,
+            "similarity": dataclasses.asdict(similarity) if similarity else None,
+            "models_dir": str(results / "models") if save_model else None,
+        },
         tune_config=tune.TuneConfig(reuse_actors=True),
         run_config=tune.RunConfig(
             name=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",

@@ -5,6 +5,8 @@ Layout under a results folder::
     trials/<trial_id>.parquet   one row: every TrialConfig field, final dev metrics, timings,
                                 device, library versions, status ("ok" or "error") and error
     epochs/<trial_id>.parquet   one row per finished epoch: losses, dev metrics, timings
+    similarity/<trial_id>.parquet   with --similarity: one row per layer comparing the finetuned
+                                model with its pre-finetuning state (``SIMILARITY_SCHEMA``)
 
 Files are written to a hidden temporary name and renamed into place, so readers (pandas,
 pyarrow, DuckDB: ``SELECT * FROM 'results/trials/*.parquet'``) never see half a file and a
@@ -31,6 +33,7 @@ from reinit_tune.tasks import ALL_METRICS
 
 TRIALS = "trials"
 EPOCHS = "epochs"
+SIMILARITY = "similarity"
 
 # Arrow type per TrialConfig annotation. A new field with a new annotation must be added
 # here; the KeyError at import time says so.
@@ -98,6 +101,28 @@ EPOCH_SCHEMA = pa.schema(
         pa.field("train_time_s", pa.float64()),
         pa.field("eval_time_s", pa.float64()),
         pa.field("train_examples_per_s", pa.float64()),
+    ]
+)
+
+
+# The six linear projections of a BERT layer (reinit_tune.layer_similarity maps module names).
+WEIGHT_PROJECTIONS = ("query", "key", "value", "attention_output", "intermediate", "output")
+
+SIMILARITY_SCHEMA = pa.schema(
+    [
+        pa.field("trial_id", pa.string()),
+        pa.field("layer", pa.int64()),  # 0 = embedding output, l = output of encoder layer l
+        pa.field("examples", pa.int64()),  # dev examples compared
+        pa.field("samples", pa.int64()),  # non-padding tokens: the samples of SVCCA and CKA
+        pa.field("svcca_distance", pa.float64()),
+        pa.field("svcca_dims_a", pa.int64()),
+        pa.field("svcca_dims_b", pa.int64()),
+        pa.field("cka", pa.float64()),
+        pa.field("attention_js", pa.float64()),  # null for layer 0
+        *(pa.field(f"w_{p}_{norm}", pa.float64())
+          for p in WEIGHT_PROJECTIONS for norm in ("fro", "spectral")),
+        pa.field("replaced_svcca", pa.float64()),  # 002 §4 layer replacement, when asked
+        pa.field("note", pa.string()),  # why a measure is null (e.g. too few samples)
     ]
 )
 
@@ -217,3 +242,20 @@ def trial_row(
     row["total_time_s"] = row["setup_time_s"] + row["train_time_s"] + row["eval_time_s"]
     row["train_examples_per_s"] = row["train_examples"] * len(reports) / row["train_time_s"]
     return row
+
+
+def write_similarity(results_dir: str | os.PathLike, trial_id: str, rows: list[dict]) -> Path:
+    """Store a trial's per-layer similarity rows (written before its trial row)."""
+    path = Path(results_dir) / SIMILARITY / f"{trial_id}.parquet"
+    _write_atomic(_table([{**r, "trial_id": trial_id} for r in rows], SIMILARITY_SCHEMA), path)
+    return path
+
+
+def load_similarity(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """One row per (trial, layer); join to ``load_trials`` on ``trial_id``."""
+    return _read(Path(results_dir) / SIMILARITY, SIMILARITY_SCHEMA)
+
+
+def similarity_ids(results_dir: str | os.PathLike) -> set[str]:
+    folder = Path(results_dir) / SIMILARITY
+    return {p.stem for p in folder.glob("*.parquet")} if folder.is_dir() else set()

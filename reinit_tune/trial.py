@@ -10,14 +10,19 @@ driver turns into store rows (``reinit_tune.runner.StoreWriter``).
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import platform
+import shutil
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from reinit_tune import data, sequential
 from reinit_tune.config import TrialConfig
+from reinit_tune.layer_similarity import BATCH_SIZE, SimilarityOptions, compare_models, json_safe
 from reinit_tune.models import build_model
 from reinit_tune.probing import train_probe
 from reinit_tune.train import EpochResult, TrainSetup, finetune, param_groups
@@ -72,8 +77,15 @@ def execute(
     data_dir: str | None = None,
     use_gpu: bool = True,
     report: Callable[[dict[str, Any]], None] | None = None,
+    similarity: SimilarityOptions | None = None,
+    model_dir: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Run one trial and return its per-epoch reports (also passed to ``report``)."""
+    """Run one trial and return its per-epoch reports (also passed to ``report``).
+
+    With ``similarity`` the final epoch's report carries ``similarity_rows`` (JSON, one row
+    per layer, ``reinit_tune.layer_similarity``); with ``model_dir`` the finetuned model and
+    its tokenizer are saved there (``save_pretrained``).
+    """
     start = time.perf_counter()
     train, dev = data.train_and_dev(
         config.task, config.model, config.max_seq_length, config.train_size, config.seed, data_dir
@@ -82,11 +94,18 @@ def execute(
         model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu)
     else:
         model = build_model(config)
+    reference = copy.deepcopy(model) if similarity is not None else None
     setup_time = time.perf_counter() - start
     reports: list[dict[str, Any]] = []
 
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
         record = epoch_report(config, result, setup, setup_time)
+        if result.epoch == config.epochs:  # the model is final: measure and save it now
+            if reference is not None:
+                record["similarity_rows"] = json.dumps(
+                    final_similarity(model, reference, dev, similarity))
+            if model_dir is not None:
+                save_model(model, config.model, model_dir)
         reports.append(record)
         if report is not None:
             report(record)
@@ -102,6 +121,30 @@ def execute(
     return reports
 
 
+def final_similarity(model, reference, dev: data.Encoded, options: SimilarityOptions) -> list:
+    """``compare_models`` on the first ``options.examples`` dev examples, length-batched."""
+    n = len(dev) if options.examples is None else min(options.examples, len(dev))
+    subset = dev.select(range(n))
+    order = sorted(range(n), key=lambda i: len(subset.input_ids[i]))
+    batches = (subset.collate(order[i : i + BATCH_SIZE]) for i in range(0, n, BATCH_SIZE))
+    return json_safe(compare_models(model, reference, batches,
+                                    layer_replacement=options.layer_replacement))
+
+
+def save_model(model, model_name: str, path: str) -> None:
+    """``save_pretrained`` the model and tokenizer to ``path``, atomically (a crash leaves
+    no half-written folder; a re-run replaces an earlier save)."""
+    dest = os.path.abspath(path)
+    tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.{uuid.uuid4().hex}")
+    try:
+        model.save_pretrained(tmp)
+        data.load_tokenizer(model_name).save_pretrained(tmp)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_trial(params: dict[str, Any], configs: dict[str, dict[str, Any]]) -> None:
     """Ray Tune function trainable. ``params["trial_id"]`` picks the config from ``configs``
     (shipped once through the object store by ``tune.with_parameters``)."""
@@ -115,9 +158,13 @@ def run_trial(params: dict[str, Any], configs: dict[str, dict[str, Any]]) -> Non
     # Ray pins OMP threads per worker; torch must match the CPUs this trial was given.
     torch.set_num_threads(max(1, int(assigned.get("CPU", 1))))
     static = {"node_id": context.get_node_id(), "versions": library_versions()}
+    options = params.get("similarity")
+    models_dir = params.get("models_dir")
     execute(
         config,
         data_dir=params.get("data_dir"),
         use_gpu=assigned.get("GPU", 0) > 0,
         report=lambda record: tune.report({**record, **static}),
+        similarity=SimilarityOptions(**options) if options else None,
+        model_dir=os.path.join(models_dir, config.trial_id) if models_dir else None,
     )

@@ -1,6 +1,11 @@
-"""003 Figure 1 / Figure 4 style: dev metric against k, the number of pretrained layers kept,
-one line per train size (darker = more data), mean with 95% t-interval, seeds scattered when
-there are many; one panel per task."""
+"""003 Figure 1 / Figure 4: dev metric against k, the number of pretrained layers kept, one
+solid line per train size (darker = more data), mean with 95% t-interval, seeds scattered
+when there are many; the probing curve of each layer (003 §3, rows of the ``probing``
+experiment, k = probed layer, 0 = embeddings) overlaid dashed. One panel per task.
+
+``plot_small_data`` is 003 Figure 4 on its own: every run of the small-data regime as a dot,
+the mean as a dotted line.
+"""
 
 from __future__ import annotations
 
@@ -9,72 +14,124 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from reinit_tune.analysis import frames
+from reinit_tune.analysis.plotting import (
+    ci_yerr,
+    metric_label,
+    n_label,
+    panels,
+    per_setting,
+    pyplot,
+    save,
+    style,
+)
 from reinit_tune.analysis.stats import size_label, summarize
 
 SCATTER_MIN_SEEDS = 10  # scatter individual seeds when a point averages at least this many
+SMALL_DATA = 500  # 003 App. B: the 500-example regime (50 runs)
+COLUMNS = ["task", "metric", "size", "train_examples", "k", "n", "mean", "std", "ci_low",
+           "ci_high", "curve"]
+
+
+def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
+    if df.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    df = df.copy()
+    df["size"] = df["train_size"].map(size_label)
+    df["k"] = df[k_column].astype(int)
+    table = summarize(df, ["task", "metric", "size", "k"])
+    examples = df.groupby(["task", "size"])["train_examples"].median().rename("train_examples")
+    table = table.join(examples, on=["task", "size"])
+    table["curve"] = curve
+    return table.sort_values(["task", "train_examples", "k"]).reset_index(drop=True)[COLUMNS]
 
 
 def progressive_table(trials: pd.DataFrame) -> pd.DataFrame:
     """Per task, train size and k: n, mean score, std and 95% CI of the successful trials."""
-    df = trials[(trials["experiment"] == "progressive") & (trials["status"] == "ok")].copy()
-    if df.empty:
-        return pd.DataFrame(columns=["task", "metric", "size", "train_examples", "k", "n", "mean",
-                                     "std", "ci_low", "ci_high"])
-    df["size"] = df["train_size"].map(size_label)
-    df["k"] = df["num_pretrained_layers"]
-    table = summarize(df, ["task", "metric", "size", "k"])
-    examples = df.groupby(["task", "size"])["train_examples"].median().rename("train_examples")
-    table = table.join(examples, on=["task", "size"])
-    return table.sort_values(["task", "train_examples", "k"]).reset_index(drop=True)
+    return _curve_table(frames.ok(trials, "progressive"), "num_pretrained_layers", "finetune")
+
+
+def probing_table(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per task, train size and probed layer k (0 = embeddings .. L): the probe's score."""
+    df = frames.ok(frames.normalize(trials), "probing")
+    return _curve_table(df[df["probe_layer"].notna()], "probe_layer", "probe")
 
 
 def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "progressive"):
-    """Draw the figure; returns (figure, [png, pdf paths], table plotted)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """Draw the figure; returns (figure, [png, pdf paths], table plotted: finetuning rows with
+    ``curve`` "finetune" and the probing overlay with ``curve`` "probe")."""
+    plt = pyplot()
     table = progressive_table(trials)
     if table.empty:
         raise ValueError("no successful progressive trials in the store")
-    ok = trials[(trials["experiment"] == "progressive") & (trials["status"] == "ok")]
+    probes = probing_table(trials)
+    ok = frames.ok(trials, "progressive")
     tasks = list(dict.fromkeys(table["task"]))
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4.2 * len(tasks), 3.6), squeeze=False)
+    fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
         sub = table[table["task"] == task]
         sizes = sub.sort_values("train_examples")["size"].unique().tolist()
         shades = np.linspace(0.35, 0.95, len(sizes)) if len(sizes) > 1 else [0.8]
-        for size, shade in zip(sizes, shades, strict=True):
+        colors = {size: plt.cm.Blues(shade) for size, shade in zip(sizes, shades, strict=True)}
+        for size in sizes:
             line = sub[sub["size"] == size].sort_values("k")
-            color = plt.cm.Blues(shade)
-            yerr = np.vstack([line["mean"] - line["ci_low"], line["ci_high"] - line["mean"]])
-            n_label = "/".join(str(n) for n in sorted(line["n"].unique()))
-            ax.errorbar(line["k"], line["mean"], yerr=np.nan_to_num(yerr), color=color,
-                        marker="o", ms=4, capsize=3, label=f"{size} examples (n={n_label}/pt)")
+            ax.errorbar(line["k"], line["mean"], yerr=ci_yerr(line), color=colors[size],
+                        marker="o", ms=4, capsize=3,
+                        label=f"{size} examples ({n_label(line['n'])}/pt)")
             if line["n"].max() >= SCATTER_MIN_SEEDS:
                 pts = ok[(ok["task"] == task) & (ok["train_size"].map(size_label) == size)]
                 jitter = np.random.default_rng(0).uniform(-0.12, 0.12, len(pts))
                 ax.scatter(pts["num_pretrained_layers"] + jitter, pts["score"], s=6,
-                           color=color, alpha=0.35, linewidths=0)
+                           color=colors[size], alpha=0.35, linewidths=0)
+        for size, line in probes[probes["task"] == task].groupby("size", sort=False):
+            line = line.sort_values("k")
+            ax.errorbar(line["k"], line["mean"], yerr=ci_yerr(line), ls="--", marker="s", ms=3,
+                        capsize=2, color=colors.get(size, "0.35"),
+                        label=f"probe, {size} examples ({n_label(line['n'])}/pt)")
         n_layers = int(ok.loc[ok["task"] == task, "num_layers"].max())
         ax.set_xticks(range(0, n_layers + 1))
-        ax.set_xlabel("k (pretrained layers kept; k+1..L reinitialized)")
-        ax.set_ylabel(f"dev {sub['metric'].iloc[0]}")
-        ax.set_title(task.upper())
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("Progressive reinitialization (mean, 95% t-interval)", fontsize=10)
-    fig.tight_layout()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{name}.png", out / f"{name}.pdf"]
-    for p in paths:
-        fig.savefig(p, dpi=150)
-    plt.close(fig)
-    return fig, paths, table
+        style(ax, xlabel="k (pretrained layers kept; k+1..L reinitialized)",
+              ylabel=metric_label(sub), title=task.upper())
+    fig.suptitle("Progressive reinit. (mean, 95% t-CI); dashed: probing", fontsize=9)
+    return fig, save(fig, out_dir, name), pd.concat([table, probes], ignore_index=True)
+
+
+def small_data_rows(trials: pd.DataFrame) -> pd.DataFrame:
+    """Runs of the small-data regime: the ``small_data`` experiment when the store has it,
+    else progressive runs with at most 500 training examples."""
+    rows = frames.ok(trials, "small_data")
+    if rows.empty:
+        rows = frames.ok(trials, "progressive")
+        rows = rows[rows["train_examples"] <= SMALL_DATA]
+    rows = rows.copy()
+    rows["size"] = rows["train_size"].map(size_label)
+    rows["k"] = rows["num_pretrained_layers"].astype(int)
+    return rows.reset_index(drop=True)
+
+
+def plot_small_data(trials: pd.DataFrame, out_dir: str | Path, name: str = "small_data"):
+    """003 Figure 4: every run as a dot at its k, the mean as a dotted line, per task and
+    small train size. Returns (figure, paths, per-k table of n and mean)."""
+    rows = small_data_rows(trials)
+    if rows.empty:
+        raise ValueError("no small-data runs (<= 500 examples) in the store")
+    table = summarize(rows, ["task", "metric", "size", "k"])
+    fig, axes, columns = per_setting(rows)
+    rng = np.random.default_rng(0)
+    for col, title, pts in columns:
+        ax = axes[0, col]
+        task, size = pts["task"].iloc[0], pts["size"].iloc[0]
+        line = table[(table["task"] == task) & (table["size"] == size)].sort_values("k")
+        ax.scatter(pts["k"] + rng.uniform(-0.15, 0.15, len(pts)), pts["score"], s=8,
+                   alpha=0.45, linewidths=0, color="tab:blue", label="one run")
+        ax.plot(line["k"], line["mean"], ls=":", color="k", marker="_",
+                label=f"mean ({n_label(line['n'])} runs/pt)")
+        ax.set_xticks(sorted(pts["k"].unique()))
+        style(ax, xlabel="k (pretrained layers kept)", ylabel=metric_label(line), title=title)
+    fig.suptitle("Small-data runs: each dot one run (seed = train subset)", fontsize=10)
+    return fig, save(fig, out_dir, name), table
 
 
 def format_table(table: pd.DataFrame) -> str:
-    shown = table[["task", "metric", "size", "k", "n", "mean", "ci_low", "ci_high"]]
+    shown = table[["task", "metric", "size", "k", "n", "mean", "ci_low", "ci_high", "curve"]]
     return shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")

@@ -1,0 +1,129 @@
+"""003 Figure 3 and Table 1 (layer permutations, §5).
+
+Figure 3: each permutation's finetuning score as a circle, their mean as a solid line with
+its 95% t-interval, a kernel density of the outcomes beside them, and dashed lines for the
+original layer order and for the model with every layer reinitialized, each within a ±2σ
+band (σ: the standard deviation of that baseline's runs).
+
+Table 1: paired correlation between tasks of the scores of the same permutations (003 uses
+permutation n for run n of every task): Spearman and Pearson coefficients with two-sided
+p-values (scipy.stats), pairing runs by identical layer order and seed.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from reinit_tune.analysis import frames
+from reinit_tune.analysis.plotting import metric_label, per_setting, save, style
+from reinit_tune.analysis.stats import summarize
+
+ORIGINAL, SCRATCH, PERMUTED = "original order", "all reinitialized", "permuted"
+
+
+def role(row) -> str | None:
+    if row["layer_order"] is not None:
+        return PERMUTED
+    if not row["reinit_layers"]:
+        return ORIGINAL
+    if len(row["reinit_layers"]) == row["num_layers"]:
+        return SCRATCH
+    return None
+
+
+def permutation_rows(trials: pd.DataFrame) -> pd.DataFrame:
+    """Successful ``permutations`` trials with a ``role`` column."""
+    df = frames.ok(frames.normalize(trials), "permutations")
+    df["role"] = [role(r) for r in df.to_dict("records")]
+    return df[df["role"].notna()].reset_index(drop=True)
+
+
+def permutation_table(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per task, size and role: n, mean, std (σ of the ±2σ bands) and 95% t-interval."""
+    df = permutation_rows(trials)
+    cols = ["task", "metric", "size", "role"]
+    if df.empty:
+        return pd.DataFrame(columns=[*cols, "n", "mean", "std", "ci_low", "ci_high"])
+    return summarize(df, cols)
+
+
+def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "permutations"):
+    rows = permutation_rows(trials)
+    perms = rows[rows["role"] == PERMUTED]
+    if perms.empty:
+        raise ValueError("no permutation trials in the store")
+    table = permutation_table(trials)
+    fig, axes, columns = per_setting(perms, width=5.0)
+    for col, title, pts in columns:
+        ax = axes[0, col]
+        pts = pts.sort_values(["seed", "trial_id"]).reset_index(drop=True)
+        task, size = pts["task"].iloc[0], pts["size"].iloc[0]
+        summary = table[(table["task"] == task) & (table["size"] == size)].set_index("role")
+        xs = np.arange(len(pts))
+        ax.scatter(xs, pts["score"], s=22, facecolors="none", edgecolors="tab:blue",
+                   label="one permutation")
+        s = summary.loc[PERMUTED]
+        ax.axhline(s["mean"], color="tab:blue", lw=1.5,
+                   label=f"mean of permutations (n={s['n']})")
+        if not np.isnan(s["ci_low"]):
+            ax.axhspan(s["ci_low"], s["ci_high"], color="tab:blue", alpha=0.15,
+                       label="95% t-interval")
+        for base, color in ((ORIGINAL, "k"), (SCRATCH, "tab:red")):
+            if base not in summary.index:
+                continue
+            b = summary.loc[base]
+            ax.axhline(b["mean"], ls="--", color=color, lw=1, label=f"{base} (n={b['n']})")
+            if b["n"] > 1 and not np.isnan(b["std"]):
+                ax.axhspan(b["mean"] - 2 * b["std"], b["mean"] + 2 * b["std"], color=color,
+                           alpha=0.08)
+        if pts["score"].nunique() > 1:
+            density = stats.gaussian_kde(pts["score"])
+            lo, hi = ax.get_ylim()
+            ys = np.linspace(lo, hi, 200)
+            kde_ax = ax.inset_axes([1.0, 0.0, 0.2, 1.0], sharey=ax)
+            kde_ax.fill_betweenx(ys, 0, density(ys), color="tab:blue", alpha=0.3)
+            kde_ax.axis("off")
+        ax.set_xticks(xs)
+        style(ax, xlabel="permutation (run)", ylabel=metric_label(pts), title=title, grid=None,
+              legend=6)
+    fig.suptitle("Layer permutations: ±2σ bands around the baselines; right: kernel density",
+                 fontsize=10)
+    return fig, save(fig, out_dir, name), table
+
+
+def permutation_correlations(trials: pd.DataFrame) -> pd.DataFrame:
+    """003 Table 1: for every pair of tasks (and train size), the Spearman and Pearson
+    correlation of the scores of runs with the same layer order and seed; two-sided p."""
+    perms = permutation_rows(trials)
+    perms = perms[perms["role"] == PERMUTED]
+    cols = ["task_a", "task_b", "size", "n", "spearman", "spearman_p", "pearson", "pearson_p"]
+    out = []
+    for size, group in perms.groupby("size", sort=True):
+        scores = group.groupby(["task", "layer_order", "seed"])["score"].mean()
+        tasks = list(dict.fromkeys(group["task"]))
+        for a, b in combinations(tasks, 2):
+            paired = pd.concat([scores[a].rename("a"), scores[b].rename("b")], axis=1).dropna()
+            row = {"task_a": a, "task_b": b, "size": size, "n": len(paired)}
+            if len(paired) >= 3 and paired["a"].nunique() > 1 and paired["b"].nunique() > 1:
+                rho, p_rho = stats.spearmanr(paired["a"], paired["b"])
+                r, p_r = stats.pearsonr(paired["a"], paired["b"])
+                row.update(spearman=float(rho), spearman_p=float(p_rho), pearson=float(r),
+                           pearson_p=float(p_r))
+            out.append(row)
+    return pd.DataFrame(out, columns=cols)
+
+
+def format_correlations(table: pd.DataFrame) -> str:
+    """Table 1's layout: 'coefficient (p)' per pair."""
+    def cell(v, p):
+        return "n/a" if pd.isna(v) else f"{v:.2f} ({p:.2f})"
+    lines = [f"{'tasks compared':<22} {'size':>6} {'N':>3}  {'Spearman':<12} Pearson"]
+    for r in table.itertuples():
+        lines.append(f"{r.task_a.upper() + ', ' + r.task_b.upper():<22} {r.size:>6} {r.n:>3}  "
+                     f"{cell(r.spearman, r.spearman_p):<12} {cell(r.pearson, r.pearson_p)}")
+    return "\n".join(lines)

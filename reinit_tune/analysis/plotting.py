@@ -1,0 +1,95 @@
+"""Matplotlib plumbing shared by the figure modules: the Agg backend, PNG + PDF output, mean
+lines with 95% t-interval bars, and the "n per point" labels every figure carries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+PANEL_W, PANEL_H = 4.2, 3.6
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def panels(count: int, *, rows: int = 1, width: float = PANEL_W, height: float = PANEL_H,
+           sharey: bool = False):
+    """A figure with ``rows`` × ``count`` axes (always a 2-D array)."""
+    plt = pyplot()
+    fig, axes = plt.subplots(rows, count, figsize=(width * count, height * rows),
+                             squeeze=False, sharey=sharey)
+    return fig, axes
+
+
+def per_setting(table: pd.DataFrame, *, present: pd.DataFrame | None = None, **panel_args):
+    """One column of panels per (task, train size) found in ``present`` (default ``table``):
+    returns (figure, axes, [(column, title, rows of ``table`` for that setting), ...])."""
+    keys = list((table if present is None else present).groupby(["task", "size"],
+                                                                sort=True).groups)
+    fig, axes = panels(len(keys), **panel_args)
+    columns = [(col, f"{task.upper()}, {size} examples",
+                table[(table["task"] == task) & (table["size"] == size)])
+               for col, (task, size) in enumerate(keys)]
+    return fig, axes, columns
+
+
+def save(fig, out_dir: str | Path, name: str) -> list[Path]:
+    """Write ``name``.png and ``name``.pdf into ``out_dir`` and close the figure."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    fig.tight_layout()
+    for p in paths:
+        fig.savefig(p, dpi=150)
+    pyplot().close(fig)
+    return paths
+
+
+def n_label(ns: Iterable) -> str:
+    """'n=3' when every point averages 3 values, 'n=2-5' when they differ."""
+    values = sorted({int(n) for n in ns})
+    if not values:
+        return "n=0"
+    return f"n={values[0]}" if len(values) == 1 else f"n={values[0]}-{values[-1]}"
+
+
+def ci_yerr(table: pd.DataFrame) -> np.ndarray:
+    """Error-bar lengths from a ``stats.summarize`` table; no bar where the CI is undefined."""
+    return np.nan_to_num(np.vstack([table["mean"] - table["ci_low"],
+                                    table["ci_high"] - table["mean"]]))
+
+
+def mean_line(ax, table: pd.DataFrame, x: str, *, label: str, **style) -> None:
+    """Means of a ``summarize`` table against column ``x`` with 95% t-interval bars; the
+    label says how many values each point averages."""
+    table = table.sort_values(x)
+    ax.errorbar(table[x], table["mean"], yerr=ci_yerr(table), capsize=3, marker="o", ms=4,
+                label=f"{label} ({n_label(table['n'])}/pt)", **style)
+
+
+def style(ax, *, xlabel: str, ylabel: str | None = None, title: str | None = None,
+          grid: str | None = "both", legend: float | None = 7) -> None:
+    """Axis labels, title, a light grid and a legend (when anything is labelled)."""
+    ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if grid:
+        ax.grid(alpha=0.3, axis=grid)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=legend)
+
+
+def metric_label(table: pd.DataFrame) -> str:
+    metrics = sorted(set(table["metric"].dropna())) if "metric" in table else []
+    return "dev " + "/".join(metrics) if metrics else "dev score"
