@@ -1,8 +1,8 @@
 """The results store as analysis-ready DataFrames.
 
-Columns that later experiment families add (head reinitialization, permutations, variants,
-probing, sequential finetuning) are filled with their neutral value when a store, or this
-version of the schema, lacks them, so every figure function works on any store. List columns
+Columns of the later experiment families (head reinitialization, permutations, variants,
+probing, sequential finetuning) read as null from rows written before those columns existed;
+they are filled with their neutral value, so every figure function works on any store. List columns
 come back from Parquet as arrays; here they become tuples, which compare and group.
 """
 
@@ -40,8 +40,8 @@ def _tuple(value):
 
 
 def normalize(trials: pd.DataFrame) -> pd.DataFrame:
-    """Add missing later-family columns with neutral values; lists → tuples; a ``size``
-    label column ('500', '10%', 'full')."""
+    """Neutral values for null later-family columns; lists → tuples; a ``size`` label
+    column ('500', '10%', 'full')."""
     df = trials.copy()
     for column, neutral in NEUTRAL.items():
         if column not in df:
