@@ -3,20 +3,33 @@
 ``run_trial`` is the Ray Tune function trainable; ``execute`` does the same work without Ray
 (tests, benchmarks, debugging one config). Each epoch's report is a flat dict that the
 driver turns into store rows (``reinit_tune.runner.StoreWriter``).
+
+Long trials checkpoint (O3): an epoch that took at least ``checkpoint_after_s`` seconds (and
+is not the last) is reported with a Tune checkpoint of the full training state, so a trial
+whose worker dies (a preempted node) is retried by Tune from its last checkpointed epoch
+instead of from scratch. Short trials skip checkpoints: rerunning them costs less than writing them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import platform
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from reinit_tune import data
 from reinit_tune.config import TrialConfig
 from reinit_tune.models import build_model
 from reinit_tune.train import EpochResult, TrainSetup, finetune
+
+# Checkpoint an epoch that took this long: a preempted bert-base trial on 50k examples then
+# loses at most one epoch, while the many short trials of a sweep never pay for checkpoints.
+DEFAULT_CHECKPOINT_AFTER_S = 300.0
+STATE_FILE = "train_state.pt"
 
 
 def library_versions() -> str:
@@ -62,14 +75,27 @@ def epoch_report(
     }
 
 
+def wants_checkpoint(result: EpochResult, epochs: int, checkpoint_after_s: float) -> bool:
+    """Checkpoint after an epoch that took ``checkpoint_after_s`` or longer, unless it was the
+    last one (a finished trial is stored, never resumed)."""
+    return result.epoch < epochs and result.train_time_s + result.eval_time_s >= checkpoint_after_s
+
+
 def execute(
     config: TrialConfig,
     *,
     data_dir: str | None = None,
     use_gpu: bool = True,
-    report: Callable[[dict[str, Any]], None] | None = None,
+    report: Callable[[dict[str, Any], dict | None], None] | None = None,
+    resume: dict | None = None,
+    checkpoint_after_s: float = math.inf,
 ) -> list[dict[str, Any]]:
-    """Run one trial and return its per-epoch reports (also passed to ``report``)."""
+    """Run one trial and return its per-epoch reports.
+
+    Each report goes to ``report(record, state)``; ``state`` is the resumable training state
+    (``reinit_tune.train.training_state``) when ``wants_checkpoint`` says so, else None.
+    ``resume`` continues from such a state: only the epochs after it run and are returned.
+    """
     start = time.perf_counter()
     train, dev = data.train_and_dev(
         config.task, config.model, config.max_seq_length, config.train_size, config.seed, data_dir
@@ -80,21 +106,41 @@ def execute(
 
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
         record = epoch_report(config, result, setup, setup_time)
+        record["resumed_from_epoch"] = resume["epoch"] if resume else 0
         reports.append(record)
         if report is not None:
-            report(record)
+            checkpoint = wants_checkpoint(result, config.epochs, checkpoint_after_s)
+            report(record, setup.state() if checkpoint else None)
 
     finetune(
         model, train, dev,
         task=config.task, lr=config.lr, batch_size=config.batch_size, epochs=config.epochs,
         seed=config.seed, precision=config.precision, use_gpu=use_gpu, on_epoch=on_epoch,
+        resume=resume,
     )
     return reports
 
 
-def run_trial(params: dict[str, Any], configs: dict[str, dict[str, Any]]) -> None:
+def save_state(state: dict, folder: str | Path) -> None:
+    import torch
+
+    torch.save(state, Path(folder) / STATE_FILE)
+
+
+def load_state(folder: str | Path) -> dict:
+    import torch
+
+    return torch.load(Path(folder) / STATE_FILE, map_location="cpu", weights_only=True)
+
+
+def run_trial(
+    params: dict[str, Any],
+    configs: dict[str, dict[str, Any]],
+    checkpoint_after_s: float = DEFAULT_CHECKPOINT_AFTER_S,
+) -> None:
     """Ray Tune function trainable. ``params["trial_id"]`` picks the config from ``configs``
-    (shipped once through the object store by ``tune.with_parameters``)."""
+    (shipped once through the object store by ``tune.with_parameters``). A retried trial
+    resumes from its last checkpoint, if it wrote one."""
     import ray
     import torch
     from ray import tune
@@ -105,9 +151,25 @@ def run_trial(params: dict[str, Any], configs: dict[str, dict[str, Any]]) -> Non
     # Ray pins OMP threads per worker; torch must match the CPUs this trial was given.
     torch.set_num_threads(max(1, int(assigned.get("CPU", 1))))
     static = {"node_id": context.get_node_id(), "versions": library_versions()}
+    resume = None
+    if (checkpoint := tune.get_checkpoint()) is not None:
+        with checkpoint.as_directory() as folder:
+            resume = load_state(folder)
+
+    def report(record: dict[str, Any], state: dict | None) -> None:
+        if state is None:
+            tune.report({**record, **static})
+            return
+        with tempfile.TemporaryDirectory(prefix="reinit-tune-ckpt-") as folder:
+            save_state(state, folder)  # Tune copies the folder to storage before returning
+            tune.report({**record, **static},
+                        checkpoint=tune.Checkpoint.from_directory(folder))
+
     execute(
         config,
         data_dir=params.get("data_dir"),
         use_gpu=assigned.get("GPU", 0) > 0,
-        report=lambda record: tune.report({**record, **static}),
+        report=report,
+        resume=resume,
+        checkpoint_after_s=checkpoint_after_s,
     )
