@@ -28,6 +28,13 @@ def parse_size(text: str) -> int | float | None:
         ) from None
 
 
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def sweep_parser(description: str, *, tasks, sizes, epochs: int | None = None
                  ) -> argparse.ArgumentParser:
     """The flags every sweep shares; ``epochs`` replaces the paper's per-size epoch rule."""
@@ -39,7 +46,7 @@ def sweep_parser(description: str, *, tasks, sizes, epochs: int | None = None
     p.add_argument("--tasks", nargs="+", default=list(tasks), choices=sorted(TASKS))
     p.add_argument("--sizes", nargs="+", type=parse_size, default=list(sizes),
                    help="train subset sizes: counts, fractions in (0,1), or 'full'")
-    p.add_argument("--seeds", type=int, default=None,
+    p.add_argument("--seeds", type=positive_int, default=None,
                    help="trials per setting, seeds 0..N-1 (default: 50 at <=500 examples, else 3)")
     p.add_argument("--epochs", type=int, default=epochs,
                    help="training epochs" if epochs is not None
@@ -59,7 +66,16 @@ def sweep_parser(description: str, *, tasks, sizes, epochs: int | None = None
     p.add_argument("--cpus-per-trial", type=float, default=1)
     p.add_argument("--gpus-per-trial", type=float, default=0,
                    help="GPUs per trial; fractions pack several trials on one GPU")
-    p.add_argument("--max-failures", type=int, default=2, help="retries of a failing trial")
+    p.add_argument("--max-failures", type=int, default=2,
+                   help="retries of a failing trial (a killed worker, a preempted node)")
+    p.add_argument("--storage", default=None,
+                   help="Tune storage_path for checkpoints and Tune logs: a folder, an NFS path "
+                        "or s3://bucket/prefix reachable from every node "
+                        "(default: $REINIT_TUNE_STORAGE, else <results>/_tune)")
+    p.add_argument("--checkpoint-after-s", type=float, default=None,
+                   help="checkpoint a trial after every epoch that took at least this many "
+                        "seconds, so a retry resumes there (0: every epoch; inf: never; "
+                        "default: reinit_tune.trial.DEFAULT_CHECKPOINT_AFTER_S, 300)")
     p.add_argument("--num-layers", type=int, default=None,
                    help="layer count of --model when it cannot be inspected offline (dry runs)")
     p.add_argument("--num-heads", type=int, default=None, help="head count, with --num-layers")
@@ -103,11 +119,15 @@ def grid_args(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace, build: Callable[[], list[TrialConfig]]) -> int:
-    """Build the grid and hand it to the runner; bad input exits 2 before Ray starts."""
+    """Build the grid and hand it to the runner; bad input exits 2 before Ray starts, an
+    interrupted or partly failed sweep exits 1 (130 on Ctrl+C outside Tune)."""
     from reinit_tune.runner import run_sweep
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
+        if args.num_heads is not None and args.num_layers is None:
+            raise ValueError("--num-heads needs --num-layers (both describe a model that "
+                             "cannot be inspected here); add --num-layers or drop --num-heads")
         if args.num_layers is not None:
             heads = args.num_heads
             if heads is None:
@@ -121,10 +141,16 @@ def run(args: argparse.Namespace, build: Callable[[], list[TrialConfig]]) -> int
         summary = run_sweep(
             configs, results_dir=args.results, data_dir=args.data_dir,
             cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
-            max_failures=args.max_failures, dry_run=args.dry_run,
+            max_failures=args.max_failures, storage=args.storage,
+            checkpoint_after_s=args.checkpoint_after_s, dry_run=args.dry_run,
             similarity=similarity, save_model=args.save_model,
         )
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    return 1 if summary.failed else 0
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to finish the sweep", file=sys.stderr)
+        return 130
+    if summary.dry_run:
+        return 0
+    return 1 if summary.failed or summary.not_finished else 0

@@ -125,7 +125,8 @@ class TrialConfig:
         if self.max_seq_length > shape.max_position_embeddings:
             raise ValueError(
                 f"max_seq_length: {self.max_seq_length} exceeds the model's "
-                f"{shape.max_position_embeddings} positions"
+                f"{shape.max_position_embeddings} positions; use at most "
+                f"{shape.max_position_embeddings}"
             )
         _check_indices("reinit_layers", self.reinit_layers, shape.num_layers, self.model)
         self._validate_surgery(shape)

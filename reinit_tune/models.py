@@ -95,7 +95,10 @@ def _shape_from_config(cfg: dict) -> ModelShape:
             max_position_embeddings=int(cfg.get("max_position_embeddings", 512)),
         )
     except KeyError as e:
-        raise ValueError(f"model: config has no {e.args[0]!r}; not a BERT-family encoder") from None
+        raise ValueError(
+            f"model: config has no {e.args[0]!r}; not a BERT-family encoder: pass a BERT, "
+            "RoBERTa or ELECTRA model"
+        ) from None
 
 
 @lru_cache(maxsize=64)
@@ -108,7 +111,10 @@ def model_shape(model: str) -> ModelShape:
     if config_file.is_file():
         return _shape_from_config(json.loads(config_file.read_text()))
     if Path(model).expanduser().exists() or model.startswith((".", "/", "~")):
-        raise ValueError(f"model: {model!r} is a path but holds no config.json")
+        raise ValueError(
+            f"model: {model!r} is a path but holds no config.json; pass a folder written by "
+            f"save_pretrained, a hub id, or {EMBEDDED_MODEL!r}"
+        )
     if model in KNOWN_SHAPES:
         return KNOWN_SHAPES[model]
     try:

@@ -4,12 +4,18 @@ Every sweep script builds a list of ``TrialConfig`` and calls ``run_sweep``. Tri
 Tune function trainables (``tune.with_resources``, reused actors, ``FailureConfig`` retries);
 a driver-side ``StoreWriter`` callback writes each finished or failed trial to the Parquet
 store, so results land on the driver's disk whatever node ran the trial.
+
+Resuming (O3) needs no state besides the store: a rerun of the same command skips every trial
+stored "ok" (identity = config hash) and runs the rest, so a driver killed by SIGINT or
+SIGKILL loses only the trials it was running. Within one run, a trial whose worker dies is
+retried by Tune from its last checkpoint (``reinit_tune.trial``).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import sys
 import time
@@ -17,18 +23,24 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reinit_tune import data, store
+from reinit_tune import cluster, data, store
+from reinit_tune.cluster import connect_ray
 from reinit_tune.config import TrialConfig
 from reinit_tune.layer_similarity import SimilarityOptions
+from reinit_tune.preflight import SweepError, preflight
+from reinit_tune.trial import DEFAULT_CHECKPOINT_AFTER_S
 
 try:  # Tune is a hard dependency, but a dry run should not pay for importing it
     from ray.tune import Callback as _TuneCallback
 except ImportError:  # pragma: no cover
     _TuneCallback = object
 
+__all__ = ["SweepError", "SweepSummary", "StoreWriter", "connect_ray", "describe", "preflight",
+           "run_sweep"]
 
-class SweepError(ValueError):
-    """A grid or environment problem found before any trial starts."""
+log = logging.getLogger("reinit_tune")
+
+STORAGE_ENV = "REINIT_TUNE_STORAGE"
 
 
 @dataclass
@@ -39,6 +51,7 @@ class SweepSummary:
     skipped: int = 0
     ok: int = 0
     failed: int = 0
+    retries: int = 0
     wall_time_s: float = 0.0
     examples_per_s: list[float] = field(default_factory=list)
     dry_run: bool = False
@@ -54,42 +67,15 @@ class SweepSummary:
             f"; {sum(self.examples_per_s) / len(self.examples_per_s):.1f} train examples/s per "
             "trial (mean)" if self.examples_per_s else ""
         )
+        rerun = ("\nrerun the same command to run the unfinished trials (stored ones are "
+                 "skipped)" if self.not_finished else "")
         return (
             f"sweep {self.name}: {self.total} trials: {self.ok} ran ok, {self.failed} failed, "
             f"{self.skipped} already in the store (skipped), {self.not_finished} not finished; "
-            f"wall time {self.wall_time_s:.0f} s{speed}\nresults: {self.results_dir}/"
-            f"{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
-            f"(reinit_tune.store.load_trials('{self.results_dir}'))"
+            f"{self.retries} retries; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
+            f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
+            f"(reinit_tune.store.load_trials('{self.results_dir}')){rerun}"
         )
-
-
-# -- pre-flight ---------------------------------------------------------------------------
-def preflight(configs: list[TrialConfig], results_dir: Path, data_dir: str | None) -> None:
-    """Check everything that can be checked without running a trial; raise ``SweepError``."""
-    if not configs:
-        raise SweepError("the grid is empty: check --tasks, --sizes, --k and --seeds")
-    problems: list[str] = []
-    sizes: dict[str, set] = defaultdict(set)  # an intermediate task trains at the trial's size
-    for c in configs:
-        for task in filter(None, (c.task, c.intermediate_task)):
-            sizes[task].add(c.train_size)
-    for task in sorted(sizes):
-        try:
-            n_train = data.split_rows(task, "train", data_dir)
-            data.split_rows(task, "validation", data_dir)
-        except data.DataNotFoundError as e:
-            problems.append(str(e))
-            continue
-        for size in sorted(sizes[task], key=str):
-            try:
-                data.subset_size(size, n_train, task)
-            except ValueError as e:
-                problems.append(f"{e} (remove it from --sizes)")
-    existing = next(p for p in (results_dir, *results_dir.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        problems.append(f"results folder {results_dir} is not writable; pass another --results")
-    if problems:
-        raise SweepError("cannot start the sweep:\n  - " + "\n  - ".join(problems))
 
 
 def describe(configs: list[TrialConfig]) -> str:
@@ -123,6 +109,9 @@ class StoreWriter(_TuneCallback):
         # Keyed by epoch: a retried trial that resumes re-reports epochs already seen.
         self.reports[trial.trial_id][int(result["epoch"])] = dict(result)
 
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self.summary.retries += 1
+
     def _write(self, trial, status: str, error: str | None) -> None:
         config = self.configs[trial.config["trial_id"]]
         reports = list(self.reports.pop(trial.trial_id, {}).values())
@@ -141,12 +130,25 @@ class StoreWriter(_TuneCallback):
             self.summary.examples_per_s.append(row["train_examples_per_s"])
         else:
             self.summary.failed += 1
+        _drop_checkpoint(trial)
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._write(trial, "ok", None)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self._write(trial, "error", _error_text(trial))
+
+
+def _drop_checkpoint(trial) -> None:
+    """A stored trial is never resumed: free its checkpoint (model + optimizer, ~1.3 GB for
+    bert-base) in Tune's storage."""
+    checkpoint = trial.checkpoint
+    if checkpoint is None:
+        return
+    try:
+        checkpoint.filesystem.delete_dir(checkpoint.path)
+    except OSError as e:  # already gone, or storage unreachable: only disk space is at stake
+        log.warning("could not delete checkpoint %s: %s", checkpoint.path, e)
 
 
 def _error_text(trial) -> str:
@@ -159,32 +161,6 @@ def _error_text(trial) -> str:
 
 
 # -- running ------------------------------------------------------------------------------
-def connect_ray() -> None:
-    """Join the cluster this machine belongs to (``RAY_ADDRESS`` or one started with
-    ``ray start``), else start a local Ray: the same command runs on a laptop or a cluster."""
-    import ray
-
-    if ray.is_initialized():
-        return
-    ray.init(log_to_driver=True, configure_logging=True, logging_level="warning")
-
-
-def check_resources(cpus_per_trial: float, gpus_per_trial: float) -> None:
-    import ray
-
-    available = ray.cluster_resources()
-    if gpus_per_trial > 0 and available.get("GPU", 0) == 0:
-        raise SweepError(
-            f"--gpus-per-trial {gpus_per_trial} asks for GPUs but the Ray cluster has none; "
-            "use --gpus-per-trial 0 to run on CPUs, or start GPU nodes"
-        )
-    if cpus_per_trial > available.get("CPU", 0):
-        raise SweepError(
-            f"--cpus-per-trial {cpus_per_trial} exceeds the cluster's {available.get('CPU', 0):g} "
-            "CPUs; lower it"
-        )
-
-
 def run_sweep(
     configs: list[TrialConfig],
     *,
@@ -193,6 +169,9 @@ def run_sweep(
     cpus_per_trial: float = 1,
     gpus_per_trial: float = 0,
     max_failures: int = 2,
+    storage: str | None = None,
+    checkpoint_after_s: float | None = None,
+    callbacks: list | None = None,
     name: str | None = None,
     dry_run: bool = False,
     similarity: SimilarityOptions | None = None,
@@ -201,6 +180,11 @@ def run_sweep(
 ) -> SweepSummary:
     """Run every config not yet in the store; return counts of what happened.
 
+    ``storage`` is Tune's ``storage_path`` (checkpoints, Tune's own logs): a local folder, an
+    NFS path or an ``s3://``/``gs://`` URI every node can reach; default
+    ``$REINIT_TUNE_STORAGE``, else ``<results_dir>/_tune``. ``callbacks`` are extra Tune
+    callbacks (loggers, notifications). ``checkpoint_after_s`` (default
+    ``DEFAULT_CHECKPOINT_AFTER_S``) is the epoch duration from which trials checkpoint.
     ``similarity`` makes each trial compare its finetuned model with its pre-finetuning
     state per layer (``RESULTS/similarity/``); ``save_model`` saves each finetuned model to
     ``RESULTS/models/<trial_id>/`` (written by the worker: on a multi-node cluster RESULTS
@@ -208,15 +192,20 @@ def run_sweep(
     in the store without the asked-for similarity rows or saved model runs again.
     """
     out = out or sys.stdout
+    if checkpoint_after_s is None:
+        checkpoint_after_s = DEFAULT_CHECKPOINT_AFTER_S
     results = Path(results_dir).expanduser().resolve()
+    storage = storage or os.environ.get(STORAGE_ENV) or str(results / "_tune")
+    if "://" not in storage:
+        storage = str(Path(storage).expanduser().resolve())
     data_root = data.resolve_data_dir(data_dir)
     data_dir_str = str(data_root) if data_root else None
     by_id = {c.trial_id: c for c in configs}  # identical configs collapse to one trial
     unique = list(by_id.values())
     name = name or (unique[0].experiment if unique else "sweep")
-    if cpus_per_trial <= 0 or gpus_per_trial < 0:
-        raise SweepError("--cpus-per-trial must be > 0 and --gpus-per-trial >= 0")
-    preflight(unique, results, data_dir_str)
+    preflight(unique, results, data_dir_str, storage=storage, cpus_per_trial=cpus_per_trial,
+              gpus_per_trial=gpus_per_trial, max_failures=max_failures,
+              checkpoint_after_s=checkpoint_after_s)
     done = store.finished_ids(results)
     if similarity is not None:
         done &= store.similarity_ids(results)
@@ -240,10 +229,14 @@ def run_sweep(
     from reinit_tune.trial import run_trial
 
     connect_ray()
-    check_resources(cpus_per_trial, gpus_per_trial)
+    alive, scalable = cluster.inventory()
+    cluster.check_resources(cpus_per_trial, gpus_per_trial, alive, scalable)
+    cluster.warn_if_storage_is_local(storage, alive, scalable)
+    store.remove_partial_files(results)
     todo_by_id = {c.trial_id: c for c in todo}
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, configs={k: c.to_dict() for k, c in todo_by_id.items()}),
+        tune.with_parameters(run_trial, configs={k: c.to_dict() for k, c in todo_by_id.items()},
+                             checkpoint_after_s=checkpoint_after_s),
         {"cpu": cpus_per_trial, "gpu": gpus_per_trial},
     )
     writer = StoreWriter(results, todo_by_id, summary)
@@ -257,9 +250,10 @@ def run_sweep(
         tune_config=tune.TuneConfig(reuse_actors=True),
         run_config=tune.RunConfig(
             name=f"{name}-{time.strftime('%Y%m%d-%H%M%S')}",
-            storage_path=str(results / "_tune"),
+            storage_path=storage,
             failure_config=tune.FailureConfig(max_failures=max_failures),
-            callbacks=[writer],
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=[writer, *(callbacks or [])],
             verbose=1,
         ),
     )

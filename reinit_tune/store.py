@@ -10,15 +10,20 @@ Layout under a results folder::
 
 Files are written to a hidden temporary name and renamed into place, so readers (pandas,
 pyarrow, DuckDB: ``SELECT * FROM 'results/trials/*.parquet'``) never see half a file and a
-crash never damages earlier rows. Every file of a table has the same explicit schema, so a
-folder reads as one table while a sweep is still writing it.
+crash never damages earlier rows (a killed writer leaves only a hidden ``.*.tmp`` file, which
+readers skip and ``remove_partial_files`` deletes). Every file of a table has the same
+explicit schema, so a folder reads as one table while a sweep is still writing it.
+``resumed_from_epoch`` says whether a trial's last attempt resumed from a checkpoint (the
+epoch it continued after) or started fresh (0).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -82,6 +87,7 @@ TRIAL_SCHEMA = pa.schema(
         pa.field("node_id", pa.string()),
         pa.field("hostname", pa.string()),
         pa.field("attempts", pa.int64()),
+        pa.field("resumed_from_epoch", pa.int64()),
         pa.field("versions", pa.string()),
         pa.field("finished_at", pa.timestamp("us", tz="UTC")),
     ]
@@ -149,6 +155,21 @@ def _write_atomic(table: pa.Table, path: Path) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def remove_partial_files(results_dir: str | os.PathLike, older_than_s: float = 3600) -> int:
+    """Delete temporary files left by writers that were killed mid-write; return how many.
+
+    Only old ones: a younger one may belong to another sweep writing to the same store."""
+    cutoff = time.time() - older_than_s
+    removed = 0
+    for folder in (Path(results_dir) / TRIALS, Path(results_dir) / EPOCHS):
+        for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+            with contextlib.suppress(FileNotFoundError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+                    removed += 1
+    return removed
 
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -233,7 +254,7 @@ def trial_row(
     reports = sorted(reports, key=lambda r: r["epoch"])
     last = reports[-1]
     for key in ("train_loss", "eval_loss", "score", "train_examples", "setup_time_s",
-                "device", "precision_used", "node_id", "versions",
+                "device", "precision_used", "node_id", "versions", "resumed_from_epoch",
                 *(f"eval_{m}" for m in ALL_METRICS)):
         if key in last:
             row[key] = last[key]

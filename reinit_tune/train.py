@@ -4,6 +4,11 @@ Optimization is what 003 §2 used through transformers' ``run_glue.py`` defaults
 (betas 0.9/0.999, eps 1e-8, no weight decay), linear decay of the learning rate to 0 with no
 warmup, gradients clipped to norm 1.0; batch 8 and lr 2e-5 come from the ``TrialConfig``.
 The loop never copies a value to the host inside an epoch, so GPU steps are not serialized.
+
+Resumption (O3): after each epoch ``TrainSetup.state()`` returns everything the rest of the run
+depends on (weights, optimizer moments, scheduler step, the batch-order generator and the
+dropout RNG); ``finetune(resume=state)`` continues from the next epoch and computes exactly what
+the uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import torch
@@ -46,6 +52,9 @@ class TrainSetup:
     device: str
     precision: str  # what actually ran: "bf16" or "fp32"
     notes: list[str] = field(default_factory=list)
+    # Inside ``on_epoch``: the resumable state after the epoch just reported (see
+    # ``training_state``); a getter, so epochs that are not checkpointed pay nothing.
+    state: Callable[[], dict] | None = None
 
 
 def make_accelerator(use_gpu: bool, precision: str):
@@ -131,6 +140,22 @@ def evaluate(model: nn.Module, dev: Encoded, task: str, device: torch.device) ->
     return float(loss_sum.item()) / len(dev), metrics.compute(task, preds, labels)
 
 
+def training_state(epoch: int, model: nn.Module, optimizer, scheduler,
+                   data_order: torch.Generator) -> dict:
+    """What ``finetune(resume=...)`` needs to continue after ``epoch`` (tensors and plain
+    Python values only, so ``torch.load(weights_only=True)`` reads it back). The tensors are
+    the live ones, not copies: save or copy the state before training goes on."""
+    return {
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "data_order": data_order.get_state(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
 def finetune(
     model: nn.Module,
     train: Encoded,
@@ -145,8 +170,13 @@ def finetune(
     use_gpu: bool = True,
     groups: list[dict] | None = None,
     on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
+    resume: dict | None = None,
 ) -> tuple[list[EpochResult], TrainSetup]:
-    """Finetune ``model`` on ``train`` and evaluate on ``dev`` after every epoch."""
+    """Finetune ``model`` on ``train`` and evaluate on ``dev`` after every epoch.
+
+    ``resume`` is a ``training_state`` taken after some epoch e of the same trial: training
+    continues at epoch e+1 and only epochs e+1.. are returned and passed to ``on_epoch``.
+    """
     from transformers import get_linear_schedule_with_warmup
 
     accelerator, setup = make_accelerator(use_gpu, precision)
@@ -154,10 +184,19 @@ def finetune(
     loader = train_loader(train, batch_size, seed)
     optimizer = make_optimizer(groups or param_groups(model, lr), accelerator.device.type)
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, epochs * len(loader))
+    if resume is not None:
+        model.load_state_dict(resume["model"])
     model, optimizer = accelerator.prepare(model, optimizer)
+    if resume is not None:  # after prepare: the optimizer state follows the weights' device
+        optimizer.load_state_dict(resume["optimizer"])
+        scheduler.load_state_dict(resume["scheduler"])
+        loader.generator.set_state(resume["data_order"])
+        torch.set_rng_state(resume["torch_rng"])
+        if resume["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(resume["cuda_rng"])
     device = accelerator.device
     results: list[EpochResult] = []
-    for epoch in range(1, epochs + 1):
+    for epoch in range(1 + (resume["epoch"] if resume else 0), epochs + 1):
         model.train()
         start = time.perf_counter()
         loss_sum = torch.zeros((), device=device)
@@ -182,5 +221,7 @@ def finetune(
         )
         results.append(result)
         if on_epoch is not None:
+            setup.state = partial(training_state, epoch, accelerator.unwrap_model(model),
+                                  optimizer, scheduler, loader.generator)
             on_epoch(result, setup)
     return results, setup

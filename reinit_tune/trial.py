@@ -6,18 +6,26 @@ linear probe on a frozen layer (T5).
 ``run_trial`` is the Ray Tune function trainable; ``execute`` does the same work without Ray
 (tests, benchmarks, debugging one config). Each epoch's report is a flat dict that the
 driver turns into store rows (``reinit_tune.runner.StoreWriter``).
+
+Long trials checkpoint (O3): an epoch that took at least ``checkpoint_after_s`` seconds (and
+is not the last) is reported with a Tune checkpoint of the full training state, so a trial
+whose worker dies (a preempted node) is retried by Tune from its last checkpointed epoch
+instead of from scratch. Short trials skip checkpoints: rerunning them costs less than writing them.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import platform
 import shutil
+import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from reinit_tune import data, sequential
@@ -26,6 +34,11 @@ from reinit_tune.layer_similarity import BATCH_SIZE, SimilarityOptions, compare_
 from reinit_tune.models import build_model
 from reinit_tune.probing import train_probe
 from reinit_tune.train import EpochResult, TrainSetup, finetune, param_groups
+
+# Checkpoint an epoch that took this long: a preempted bert-base trial on 50k examples then
+# loses at most one epoch, while the many short trials of a sweep never pay for checkpoints.
+DEFAULT_CHECKPOINT_AFTER_S = 300.0
+STATE_FILE = "train_state.pt"
 
 
 def library_versions() -> str:
@@ -71,17 +84,28 @@ def epoch_report(
     }
 
 
+def wants_checkpoint(result: EpochResult, epochs: int, checkpoint_after_s: float) -> bool:
+    """Checkpoint after an epoch that took ``checkpoint_after_s`` or longer, unless it was the
+    last one (a finished trial is stored, never resumed)."""
+    return result.epoch < epochs and result.train_time_s + result.eval_time_s >= checkpoint_after_s
+
+
 def execute(
     config: TrialConfig,
     *,
     data_dir: str | None = None,
     use_gpu: bool = True,
-    report: Callable[[dict[str, Any]], None] | None = None,
+    report: Callable[[dict[str, Any], dict | None], None] | None = None,
+    resume: dict | None = None,
+    checkpoint_after_s: float = math.inf,
     similarity: SimilarityOptions | None = None,
     model_dir: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Run one trial and return its per-epoch reports (also passed to ``report``).
+    """Run one trial and return its per-epoch reports.
 
+    Each report goes to ``report(record, state)``; ``state`` is the resumable training state
+    (``reinit_tune.train.training_state``) when ``wants_checkpoint`` says so, else None.
+    ``resume`` continues from such a state: only the epochs after it run and are returned.
     With ``similarity`` the final epoch's report carries ``similarity_rows`` (JSON, one row
     per layer, ``reinit_tune.layer_similarity``); with ``model_dir`` the finetuned model and
     its tokenizer are saved there (``save_pretrained``).
@@ -100,6 +124,7 @@ def execute(
 
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
         record = epoch_report(config, result, setup, setup_time)
+        record["resumed_from_epoch"] = resume["epoch"] if resume else 0
         if result.epoch == config.epochs:  # the model is final: measure and save it now
             if reference is not None:
                 record["similarity_rows"] = json.dumps(
@@ -108,7 +133,8 @@ def execute(
                 save_model(model, config.model, model_dir)
         reports.append(record)
         if report is not None:
-            report(record)
+            checkpoint = wants_checkpoint(result, config.epochs, checkpoint_after_s)
+            report(record, setup.state() if checkpoint and setup.state else None)
 
     common = dict(task=config.task, lr=config.lr, batch_size=config.batch_size,
                   epochs=config.epochs, seed=config.seed, precision=config.precision,
@@ -117,7 +143,7 @@ def execute(
         train_probe(model, train, dev, layer=config.probe_layer, **common)
     else:
         groups = param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier)
-        finetune(model, train, dev, groups=groups, **common)
+        finetune(model, train, dev, groups=groups, resume=resume, **common)
     return reports
 
 
@@ -145,9 +171,26 @@ def save_model(model, model_name: str, path: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run_trial(params: dict[str, Any], configs: dict[str, dict[str, Any]]) -> None:
+def save_state(state: dict, folder: str | Path) -> None:
+    import torch
+
+    torch.save(state, Path(folder) / STATE_FILE)
+
+
+def load_state(folder: str | Path) -> dict:
+    import torch
+
+    return torch.load(Path(folder) / STATE_FILE, map_location="cpu", weights_only=True)
+
+
+def run_trial(
+    params: dict[str, Any],
+    configs: dict[str, dict[str, Any]],
+    checkpoint_after_s: float = DEFAULT_CHECKPOINT_AFTER_S,
+) -> None:
     """Ray Tune function trainable. ``params["trial_id"]`` picks the config from ``configs``
-    (shipped once through the object store by ``tune.with_parameters``)."""
+    (shipped once through the object store by ``tune.with_parameters``). A retried trial
+    resumes from its last checkpoint, if it wrote one."""
     import ray
     import torch
     from ray import tune
@@ -158,13 +201,29 @@ def run_trial(params: dict[str, Any], configs: dict[str, dict[str, Any]]) -> Non
     # Ray pins OMP threads per worker; torch must match the CPUs this trial was given.
     torch.set_num_threads(max(1, int(assigned.get("CPU", 1))))
     static = {"node_id": context.get_node_id(), "versions": library_versions()}
+    resume = None
+    if (checkpoint := tune.get_checkpoint()) is not None:
+        with checkpoint.as_directory() as folder:
+            resume = load_state(folder)
+
+    def report(record: dict[str, Any], state: dict | None) -> None:
+        if state is None:
+            tune.report({**record, **static})
+            return
+        with tempfile.TemporaryDirectory(prefix="reinit-tune-ckpt-") as folder:
+            save_state(state, folder)  # Tune copies the folder to storage before returning
+            tune.report({**record, **static},
+                        checkpoint=tune.Checkpoint.from_directory(folder))
+
     options = params.get("similarity")
     models_dir = params.get("models_dir")
     execute(
         config,
         data_dir=params.get("data_dir"),
         use_gpu=assigned.get("GPU", 0) > 0,
-        report=lambda record: tune.report({**record, **static}),
+        report=report,
+        resume=resume,
+        checkpoint_after_s=checkpoint_after_s,
         similarity=SimilarityOptions(**options) if options else None,
         model_dir=os.path.join(models_dir, config.trial_id) if models_dir else None,
     )
