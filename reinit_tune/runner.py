@@ -184,9 +184,12 @@ def run_sweep(
     max_failures: int = 2,
     name: str | None = None,
     dry_run: bool = False,
+    calibrate: bool = False,
     out=None,
 ) -> SweepSummary:
-    """Run every config not yet in the store; return counts of what happened."""
+    """Run every config not yet in the store; return counts of what happened. A dry run
+    prints the grid and its estimated cost (``reinit_tune.cost``; ``calibrate`` measures the
+    per-token cost on this device first) and runs nothing."""
     out = out or sys.stdout
     results = Path(results_dir).expanduser().resolve()
     data_root = data.resolve_data_dir(data_dir)
@@ -204,8 +207,12 @@ def run_sweep(
     if summary.skipped:
         print(f"{summary.skipped} trials already in {results}: skipped", file=out)
     if dry_run:
+        from reinit_tune import cost
+
         summary.dry_run = True
         print(summary, file=out)
+        print(cost.sweep_estimate(todo, data_dir_str, calibrate_here=calibrate,
+                                  use_gpu=gpus_per_trial > 0), file=out)
         return summary
     if not todo:
         print(summary, file=out)

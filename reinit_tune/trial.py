@@ -87,7 +87,8 @@ def execute(
     finetune(
         model, train, dev,
         task=config.task, lr=config.lr, batch_size=config.batch_size, epochs=config.epochs,
-        seed=config.seed, precision=config.precision, use_gpu=use_gpu, on_epoch=on_epoch,
+        seed=config.seed, precision=config.precision,
+        length_grouped=config.length_grouped, use_gpu=use_gpu, on_epoch=on_epoch,
     )
     return reports
 
