@@ -79,8 +79,15 @@ def sweep_parser(description: str, *, tasks, sizes, epochs: int | None = None
     p.add_argument("--num-layers", type=int, default=None,
                    help="layer count of --model when it cannot be inspected offline (dry runs)")
     p.add_argument("--num-heads", type=int, default=None, help="head count, with --num-layers")
+    p.add_argument("--length-grouped", action=argparse.BooleanOptionalAction, default=True,
+                   help="batch examples of similar length together (less padding, several "
+                        "times faster); --no-length-grouped shuffles uniformly as run_glue does")
     p.add_argument("--dry-run", action="store_true",
-                   help="print the grid and the number of trials; run nothing")
+                   help="print the grid, the number of trials and the estimated device-hours; "
+                        "run nothing")
+    p.add_argument("--calibrate", action="store_true",
+                   help="with --dry-run: measure the per-token cost on this device (a short "
+                        "synthetic run) instead of using the recorded table")
     p.add_argument("--similarity", action="store_true",
                    help="at the end of each trial compare the finetuned model with its "
                         "pre-finetuning state per layer (weight distances, attention JS, "
@@ -109,7 +116,7 @@ def common_fields(args: argparse.Namespace) -> dict:
     """TrialConfig fields every sweep takes from the common flags."""
     return {"lr": args.lr, "batch_size": args.batch_size,
             "max_seq_length": args.max_seq_length, "precision": args.precision,
-            "init_scheme": args.init_scheme}
+            "init_scheme": args.init_scheme, "length_grouped": args.length_grouped}
 
 
 def grid_args(args: argparse.Namespace) -> dict:
@@ -143,7 +150,7 @@ def run(args: argparse.Namespace, build: Callable[[], list[TrialConfig]]) -> int
             cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
             max_failures=args.max_failures, storage=args.storage,
             checkpoint_after_s=args.checkpoint_after_s, dry_run=args.dry_run,
-            similarity=similarity, save_model=args.save_model,
+            calibrate=args.calibrate, similarity=similarity, save_model=args.save_model,
         )
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

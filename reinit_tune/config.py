@@ -63,6 +63,11 @@ class TrialConfig:
     the frozen encoder's hidden state k (0 = embeddings output); ``intermediate_task`` (T6,
     001 Exp 1) first finetunes on that task (same size, seed, epochs and surgery), then
     replaces the classifier and finetunes on ``task``.
+    ``length_grouped`` batches examples of similar length together (transformers'
+    ``group_by_length`` sampler), which cuts padding and makes a trial several times faster;
+    it changes which examples share a batch, so it is part of the trial's identity. The
+    default False is run_glue's uniform shuffling (what 003 ran, and what trials stored before
+    the field existed computed); the sweep scripts turn it on (``--no-length-grouped``).
     """
 
     model: str
@@ -75,6 +80,7 @@ class TrialConfig:
     epochs: int = 3
     max_seq_length: int = 128
     precision: str = "fp32"
+    length_grouped: bool = False
     experiment: str = "custom"
     reinit_heads: tuple[tuple[int, int], ...] = ()
     layer_order: tuple[int, ...] | None = None
@@ -117,6 +123,8 @@ class TrialConfig:
                 )
             if isinstance(ts, int) and ts < 1:
                 raise ValueError(f"train_size: must be a positive count, got {ts}")
+        if not isinstance(self.length_grouped, bool):
+            raise ValueError(f"length_grouped: must be True or False, got {self.length_grouped!r}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision: {self.precision!r}; allowed: {list(PRECISIONS)}")
         if not isinstance(self.experiment, str) or not self.experiment:

@@ -174,6 +174,7 @@ def run_sweep(
     callbacks: list | None = None,
     name: str | None = None,
     dry_run: bool = False,
+    calibrate: bool = False,
     similarity: SimilarityOptions | None = None,
     save_model: bool = False,
     out=None,
@@ -189,7 +190,9 @@ def run_sweep(
     state per layer (``RESULTS/similarity/``); ``save_model`` saves each finetuned model to
     ``RESULTS/models/<trial_id>/`` (written by the worker: on a multi-node cluster RESULTS
     must be on storage every node can write, as Tune's own storage path must be). A trial
-    in the store without the asked-for similarity rows or saved model runs again.
+    in the store without the asked-for similarity rows or saved model runs again. A dry run
+    prints the grid and its estimated cost (``reinit_tune.cost``; ``calibrate`` measures the
+    per-token cost on this device first) and runs nothing.
     """
     out = out or sys.stdout
     if checkpoint_after_s is None:
@@ -217,8 +220,12 @@ def run_sweep(
     if summary.skipped:
         print(f"{summary.skipped} trials already in {results}: skipped", file=out)
     if dry_run:
+        from reinit_tune import cost
+
         summary.dry_run = True
         print(summary, file=out)
+        print(cost.sweep_estimate(todo, data_dir_str, calibrate_here=calibrate,
+                                  use_gpu=gpus_per_trial > 0), file=out)
         return summary
     if not todo:
         print(summary, file=out)

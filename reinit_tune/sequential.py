@@ -63,7 +63,8 @@ def train_intermediate(config: TrialConfig, path: Path, *, data_dir=None,
     model = build_model(config)
     results, setup = finetune(
         model, train, dev, task=config.task, lr=config.lr, batch_size=config.batch_size,
-        epochs=config.epochs, seed=config.seed, precision=config.precision, use_gpu=use_gpu,
+        epochs=config.epochs, seed=config.seed, precision=config.precision,
+        length_grouped=config.length_grouped, use_gpu=use_gpu,
         groups=param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier),
     )
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}

@@ -4,6 +4,10 @@ Optimization is what 003 §2 used through transformers' ``run_glue.py`` defaults
 (betas 0.9/0.999, eps 1e-8, no weight decay), linear decay of the learning rate to 0 with no
 warmup, gradients clipped to norm 1.0; batch 8 and lr 2e-5 come from the ``TrialConfig``.
 The loop never copies a value to the host inside an epoch, so GPU steps are not serialized.
+The optimizer updates only the word-embedding rows that the training data reaches, which is
+exact (``reinit_tune.vocab_rows``). On the CPU, freed memory is kept for reuse
+(``retain_freed_memory``): otherwise every step maps and page-faults fresh gradient buffers
+(tens of MB for the embedding matrix alone).
 
 Resumption (O3): after each epoch ``TrainSetup.state()`` returns everything the rest of the run
 depends on (weights, optimizer moments, scheduler step, the batch-order generator and the
@@ -13,10 +17,12 @@ the uninterrupted run would have.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 import torch
@@ -26,6 +32,7 @@ from reinit_tune import metrics
 from reinit_tune.data import Encoded
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
+from reinit_tune.vocab_rows import VocabRows
 
 EVAL_BATCH_SIZE = 64
 MAX_GRAD_NORM = 1.0
@@ -81,6 +88,26 @@ def make_accelerator(use_gpu: bool, precision: str):
     return accelerator, TrainSetup(device, "bf16" if mixed == "bf16" else "fp32", notes)
 
 
+
+@cache
+def retain_freed_memory() -> bool:
+    """Make glibc's malloc keep freed memory in the process instead of unmapping it.
+
+    PyTorch's CPU tensors come from malloc; large buffers (gradients, autocast copies; the
+    embedding gradient alone is 47 MB for MiniLM) are otherwise mapped fresh, page-faulted and
+    unmapped on every step, which cost a fifth of a CPU step's CPU time here and more of its
+    wall time on a busy machine (benchmarks/RESULTS.md). It is what the jemalloc/tcmalloc
+    preload that PyTorch's CPU tuning guide recommends achieves, without the preload; it
+    changes no number. Returns whether it applied (glibc only)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (macOS, musl): leave the allocator alone
+        return False
+    m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
+    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 1 << 30))
+
+
 def param_groups(
     model: nn.Module, lr: float, layers: Iterable[int] = (), multiplier: float = 1.0
 ) -> list[dict]:
@@ -102,14 +129,53 @@ def param_groups(
 
 
 def make_optimizer(groups: list[dict], device_type: str) -> torch.optim.Optimizer:
+    """AdamW with run_glue's settings, run by the fused kernel (CPU and CUDA): one pass over
+    parameters, gradients and moments per step instead of a dozen for the foreach
+    implementation; the same update up to float rounding (``tests/test_batching.py``)."""
     # weight_decay must be explicit: torch's AdamW defaults to 0.01, run_glue to 0.
     return torch.optim.AdamW(
-        groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, fused=device_type == "cuda"
+        groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+        fused=device_type in ("cuda", "cpu"),
     )
 
 
-def train_loader(train: Encoded, batch_size: int, seed: int) -> torch.utils.data.DataLoader:
+def clip_gradients(optimizer: torch.optim.Optimizer, params: list[nn.Parameter]) -> None:
+    """Clip the gradients of ``params`` to total norm ``MAX_GRAD_NORM`` as run_glue does
+    (``clip_grad_norm_``: scale by max_norm / (norm + 1e-6) where that is below 1).
+
+    With the fused AdamW the scaling is folded into the optimizer step: the kernel divides
+    each gradient by ``grad_scale`` as it reads it (the hook torch's ``GradScaler`` uses), which
+    saves a separate read-and-write pass over every gradient. Dividing by the reciprocal
+    instead of multiplying differs only in float rounding."""
+    norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+    if optimizer.defaults.get("fused"):
+        optimizer.grad_scale = torch.clamp((norm + 1e-6) / MAX_GRAD_NORM, min=1.0)
+    else:
+        torch.nn.utils.clip_grads_with_norm_(params, MAX_GRAD_NORM, norm)
+
+
+def train_loader(
+    train: Encoded, batch_size: int, seed: int, length_grouped: bool = False
+) -> torch.utils.data.DataLoader:
+    """Batches of ``train`` in a seeded order that changes every epoch.
+
+    ``length_grouped`` draws the order with transformers' ``LengthGroupedSampler`` (the
+    Trainer's ``group_by_length``): shuffle, cut into mega-batches of up to 50 batches, sort
+    each by length, so a batch holds examples of similar length and carries little padding.
+    Otherwise batches are uniformly shuffled, as run_glue's default sampler does.
+    """
     generator = torch.Generator().manual_seed(derive_seed(seed, "batch-order"))
+    if length_grouped:
+        from transformers.trainer_pt_utils import LengthGroupedSampler
+
+        sampler = LengthGroupedSampler(
+            batch_size, lengths=train.lengths.tolist(), generator=generator
+        )
+        # The loader holds the generator too, so resumption can save and restore it.
+        return torch.utils.data.DataLoader(
+            train, batch_size=batch_size, sampler=sampler, generator=generator,
+            collate_fn=train.collate,
+        )
     return torch.utils.data.DataLoader(
         train, batch_size=batch_size, shuffle=True, generator=generator, collate_fn=train.collate
     )
@@ -167,6 +233,7 @@ def finetune(
     epochs: int,
     seed: int,
     precision: str = "fp32",
+    length_grouped: bool = False,
     use_gpu: bool = True,
     groups: list[dict] | None = None,
     on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
@@ -180,13 +247,21 @@ def finetune(
     from transformers import get_linear_schedule_with_warmup
 
     accelerator, setup = make_accelerator(use_gpu, precision)
+    if accelerator.device.type == "cpu":
+        retain_freed_memory()
     torch.manual_seed(derive_seed(seed, "dropout"))  # dropout draws from the global generator
-    loader = train_loader(train, batch_size, seed)
-    optimizer = make_optimizer(groups or param_groups(model, lr), accelerator.device.type)
-    scheduler = get_linear_schedule_with_warmup(optimizer, 0, epochs * len(loader))
-    if resume is not None:
+    loader = train_loader(train, batch_size, seed, length_grouped)
+    if resume is not None:  # before the embedding rows are copied out of the model
         model.load_state_dict(resume["model"])
-    model, optimizer = accelerator.prepare(model, optimizer)
+    model = accelerator.prepare(model)
+    groups = groups or param_groups(model, lr)
+    rows = VocabRows.for_model(accelerator.unwrap_model(model), train.input_ids, groups)
+    if rows is not None:
+        groups = rows.swap_into(groups)
+    adamw = make_optimizer(groups, accelerator.device.type)
+    trained = [p for g in adamw.param_groups for p in g["params"]]
+    scheduler = get_linear_schedule_with_warmup(adamw, 0, epochs * len(loader))
+    optimizer = accelerator.prepare(adamw)
     if resume is not None:  # after prepare: the optimizer state follows the weights' device
         optimizer.load_state_dict(resume["optimizer"])
         scheduler.load_state_dict(resume["scheduler"])
@@ -206,8 +281,12 @@ def finetune(
             batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
             out = model(**batch)
             accelerator.backward(out.loss)
-            accelerator.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            if rows is not None:
+                rows.gather_grad()
+            clip_gradients(adamw, trained)
             optimizer.step()
+            if rows is not None:
+                rows.scatter()
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             loss_sum += out.loss.detach().float()

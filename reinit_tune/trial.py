@@ -139,11 +139,12 @@ def execute(
     common = dict(task=config.task, lr=config.lr, batch_size=config.batch_size,
                   epochs=config.epochs, seed=config.seed, precision=config.precision,
                   use_gpu=use_gpu, on_epoch=on_epoch)
-    if config.probe_layer is not None:
+    if config.probe_layer is not None:  # the probe trains on fixed features: no padding
         train_probe(model, train, dev, layer=config.probe_layer, **common)
     else:
         groups = param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier)
-        finetune(model, train, dev, groups=groups, resume=resume, **common)
+        finetune(model, train, dev, groups=groups, resume=resume,
+                 length_grouped=config.length_grouped, **common)
     return reports
 
 

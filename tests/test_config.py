@@ -32,6 +32,7 @@ def test_defaults_follow_the_paper():
     ({"max_seq_length": 4}, "max_seq_length"),
     ({"max_seq_length": 1024}, "max_seq_length"),
     ({"precision": "fp16"}, "precision"),
+    ({"length_grouped": 1}, "length_grouped"),
     ({"experiment": ""}, "experiment"),
 ])
 def test_invalid_fields_name_the_field(kwargs, field):

@@ -52,7 +52,8 @@ def run(config, glue_dir, **kwargs):
     model = build_model(config)
     results, _ = finetune(
         model, train, dev, task=config.task, lr=config.lr, batch_size=config.batch_size,
-        epochs=config.epochs, seed=config.seed, use_gpu=False, **kwargs,
+        epochs=config.epochs, seed=config.seed, length_grouped=config.length_grouped,
+        use_gpu=False, **kwargs,
     )
     return model, results
 
@@ -61,7 +62,9 @@ class Interrupted(Exception):
     pass
 
 
-def test_resumed_run_equals_the_uninterrupted_run(config, glue_dir, tmp_path):
+@pytest.mark.parametrize("length_grouped", [False, True])
+def test_resumed_run_equals_the_uninterrupted_run(config, glue_dir, tmp_path, length_grouped):
+    config = config.replace(length_grouped=length_grouped)
     whole, whole_results = run(config, glue_dir)
 
     def stop_after_first_epoch(result, setup):

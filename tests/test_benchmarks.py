@@ -1,0 +1,58 @@
+"""The benchmark scripts run end to end in their smoke mode (tiny model, few examples), so
+their code paths, GPU packing included, stay working on CI's CPUs. Speed targets themselves
+are measured on demand (benchmarks/RESULTS.md), never asserted here."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.helpers import load_script
+
+
+def table_rows(output: str, first: str) -> list[list[str]]:
+    return [ln.split() for ln in output.splitlines() if ln.strip().startswith(first)]
+
+
+def test_bench_trial_smoke_runs_all_three_ways(capsys, tiny_bert, glue_dir):
+    bench = load_script("benchmarks/bench_trial.py")
+    assert bench.main(["--smoke", "--model", tiny_bert, "--task", "rte", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    for way in "abc":
+        assert re.search(rf"repeat 0 seed 0 \({way}\): +[\d.]+ train ex/s", out), out
+    assert re.search(r"\(c\)/\(a\) = [\d.]+x", out) and re.search(r"\(c\)/\(b\) = [\d.]+x", out)
+    (seed_row,) = [r for r in table_rows(out, "0 ") if len(r) == 4]
+    assert all(0 <= float(v) <= 1 for v in seed_row[1:])  # a dev accuracy per way
+
+
+@pytest.mark.ray
+def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_dir):
+    bench = load_script("benchmarks/bench_sweep.py")
+    assert bench.main(["--smoke", "--model", tiny_bert, "--task", "rte"]) == 0
+    out = capsys.readouterr().out
+    (row,) = table_rows(out, "16 ")
+    size, trials, at_once = (int(v) for v in row[:3])
+    assert (size, trials, at_once) == (16, 2, 2)
+    assert 0 < float(row[-1]) < 1  # overhead is a fraction of the slot time
+
+
+@pytest.mark.ray
+def test_bench_gpu_smoke_runs_packing_and_mfu_on_cpu(capsys, ray_local, tiny_bert, glue_dir):
+    bench = load_script("benchmarks/bench_gpu.py")
+    assert bench.main(["--smoke", "--models", tiny_bert, "--task", "rte", "--precision",
+                       "fp32"]) == 0
+    out = capsys.readouterr().out
+    packs = [r for r in table_rows(out, tiny_bert) if len(r) == 7]
+    assert [int(r[1]) for r in packs] == [1, 2] and all(float(r[-1]) > 0 for r in packs)
+    (mfu,) = table_rows(out, "cpu ")
+    assert mfu[-1] == "n/a" and float(mfu[5]) > 0  # no CPU peak known: TFLOP/s, no MFU
+
+
+def test_calibrate_cost_prints_table_entries(capsys, glue_dir):
+    script = load_script("benchmarks/calibrate_cost.py")
+    assert script.main(["--tokens", "--tasks", "rte", "--shapes", "2x32",
+                        "--precisions", "fp32", "--cpu"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r'"rte": TaskTokens\([\d.]+, [\d.]+, [\d.]+\),', out)
+    assert re.search(r'\(2, 32, "fp32"\): Coefficients\(', out)
