@@ -95,7 +95,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", choices=("fp32", "bf16"), default="bf16")
     p.add_argument("--cpus-per-trial", type=float, default=1)
     p.add_argument("--gpus-per-trial", type=float, default=0)
-    p.add_argument("--smoke", action="store_true", help="2 trials of 16 examples, 1 epoch")
+    p.add_argument("--smoke", action="store_true",
+                   help="3 trials of 16 examples, 1 epoch (one runs on a reused worker)")
     return p
 
 
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     common.offline_defaults()
     if args.smoke:
-        args.sizes, args.trials, args.epochs = [16], 2, 1
+        args.sizes, args.trials, args.epochs = [16], 3, 1
     import ray
 
     from reinit_tune import runner

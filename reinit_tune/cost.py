@@ -96,13 +96,21 @@ def recorded_coefficients(shape: ModelShape, precision: str) -> tuple[Coefficien
 
 
 def trial_seconds(config: TrialConfig, coeffs: Coefficients, data_dir=None) -> float:
-    """Modelled wall time of one trial on the device ``coeffs`` describe."""
+    """Modelled wall time of one trial on the device ``coeffs`` describe (for a sequential
+    trial, the final finetuning only: ``estimate`` adds each intermediate model once, as the
+    cache trains it once)."""
     tokens = TASK_TOKENS[config.task]
     n_train = data.subset_size(
         config.train_size, data.split_rows(config.task, "train", data_dir), config.task
     )
     n_dev = data.split_rows(config.task, "validation", data_dir)
     cut = min(1.0, config.max_seq_length / 128)  # the table is measured at 128
+    if config.probe_layer is not None:
+        # One forward pass through layers 1..k over both splits in length-sorted batches
+        # (probing.pooled_features); training the linear probe on the features is negligible.
+        depth = max(config.probe_layer, 1) / max(config.shape.num_layers, 1)
+        extract = (n_train * tokens.grouped + n_dev * tokens.dev) * cut * coeffs.eval_token_s
+        return extract * depth + TRIAL_SETUP_S
     per_example = (tokens.grouped if config.length_grouped else tokens.shuffled) * cut
     steps = math.ceil(n_train / config.batch_size)
     train = steps * coeffs.step_s + n_train * per_example * coeffs.token_s
@@ -134,8 +142,13 @@ def estimate(
 ) -> Estimate:
     """Device-hours of running ``configs`` one after another on one device. ``calibrated``
     maps (model, precision) to coefficients measured on ``device`` by ``calibrate``."""
+    from reinit_tune.sequential import intermediate_config
+
+    intermediates = {
+        i.trial_id: i for i in (intermediate_config(c) for c in configs if c.intermediate_task)
+    }
     seconds, sources = 0.0, {}
-    for config in configs:
+    for config in [*configs, *intermediates.values()]:
         key = (config.model, config.precision)
         if calibrated and key in calibrated:
             coeffs, source = calibrated[key], "calibrated here"

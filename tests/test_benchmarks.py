@@ -33,8 +33,10 @@ def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_d
     out = capsys.readouterr().out
     (row,) = table_rows(out, "16 ")
     size, trials, at_once = (int(v) for v in row[:3])
-    assert (size, trials, at_once) == (16, 2, 2)
-    assert 0 < float(row[-1]) < 1  # overhead is a fraction of the slot time
+    assert (size, trials, at_once) == (16, 3, 2)
+    overhead, per_trial = float(row[-2]), float(row[-1])
+    assert 0 < overhead < 1 and 0 < per_trial < 1  # fractions of the slot / trial time
+    assert float(row[6]) > 0 and float(row[7]) > 0  # setup on a fresh and on a reused worker
 
 
 @pytest.mark.ray

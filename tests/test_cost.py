@@ -98,3 +98,24 @@ def test_unknown_width_gives_no_estimate_but_the_dry_run_works(capsys, no_ray):
     assert progressive.main(["--dry-run", "--model", "my-org/bert", "--num-layers", "4",
                              "--tasks", "cola", "--sizes", "500"]) == 0
     assert "estimated cost: unknown" in capsys.readouterr().out
+
+
+def test_probing_trials_cost_a_forward_pass_to_their_layer(glue_dir):
+    coeffs = cost.RECORDED[(6, 384, "fp32")]
+    finetune = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, epochs=3)
+    shallow = cost.trial_seconds(finetune.replace(probe_layer=2), coeffs, glue_dir)
+    deep = cost.trial_seconds(finetune.replace(probe_layer=6), coeffs, glue_dir)
+    full = cost.trial_seconds(finetune, coeffs, glue_dir)
+    assert shallow - cost.TRIAL_SETUP_S == pytest.approx((deep - cost.TRIAL_SETUP_S) / 3)
+    assert deep < full / 3  # no backward pass, no optimizer steps, features extracted once
+
+
+def test_sequential_trials_add_each_intermediate_model_once(glue_dir):
+    base = TrialConfig(EMBEDDED_MODEL, "rte", train_size=100, epochs=2, intermediate_task="mrpc")
+    finals = [base, base.replace(task="wnli")]  # one intermediate model serves both
+    alone = cost.estimate([base.replace(intermediate_task=None),
+                           base.replace(task="wnli", intermediate_task=None)], glue_dir)
+    intermediate = cost.estimate([base.replace(task="mrpc", intermediate_task=None)], glue_dir)
+    both = cost.estimate(finals, glue_dir)
+    assert both.trials == 2
+    assert both.device_hours == pytest.approx(alone.device_hours + intermediate.device_hours)
