@@ -161,7 +161,7 @@ def test_interrupted_and_killed_driver_then_rerun_finishes_the_sweep(
             "--epochs", "2", "--k", "0", "4", "--lr", "1e-4", "--results", str(results),
             "--cpus-per-trial", "1"]
     configs = spaces.progressive(tiny_bert, ["rte"], [48], seeds=2, epochs=2, ks=[0, 4],
-                                 lr=1e-4)
+                                 lr=1e-4, length_grouped=True)  # the CLI default
     started: list[subprocess.Popen] = []
     try:
         # 1. Ctrl+C once some trials are stored: Tune stops, the summary says what is left.

@@ -22,6 +22,7 @@ from scipy import stats
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import metric_label, per_setting, save, style
 from reinit_tune.analysis.stats import summarize
+from reinit_tune.tasks import TASKS
 
 ORIGINAL, SCRATCH, PERMUTED = "original order", "all reinitialized", "permuted"
 
@@ -105,7 +106,8 @@ def permutation_correlations(trials: pd.DataFrame) -> pd.DataFrame:
     out = []
     for size, group in perms.groupby("size", sort=True):
         scores = group.groupby(["task", "layer_order", "seed"])["score"].mean()
-        tasks = list(dict.fromkeys(group["task"]))
+        present = set(group["task"])  # pairs in the papers' task order, not the store's
+        tasks = [t for t in TASKS if t in present] + sorted(present - set(TASKS))
         for a, b in combinations(tasks, 2):
             paired = pd.concat([scores[a].rename("a"), scores[b].rename("b")], axis=1).dropna()
             row = {"task_a": a, "task_b": b, "size": size, "n": len(paired)}
