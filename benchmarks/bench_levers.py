@@ -2,10 +2,10 @@
 
 Levers: ``length_grouped`` (batches of similar length; a config field), ``bf16`` (autocast; a
 config field), ``fused`` (fused AdamW kernel instead of foreach), ``vocab_rows`` (optimize only
-the reachable word-embedding rows), ``clip_fold`` (gradient clipping folded into the fused
-step), ``retain_memory`` (keep freed memory instead of page-faulting new buffers; CPU). Each run
-is a fresh process (the allocator setting is process-wide), levers are interleaved per
-repetition, and the table gives median training examples/s and the slowdown without each.
+the reachable word-embedding rows), ``retain_memory`` (keep freed memory instead of
+page-faulting new buffers; CPU). Each run is a fresh process (the allocator setting is
+process-wide), levers are interleaved per repetition, and the table gives median training
+examples/s and the slowdown without each.
 
     python benchmarks/bench_levers.py                  # SST-2, MiniLM, 500 x 1 epoch, 3 repeats
     python benchmarks/bench_levers.py --smoke --model <tiny local model> --task rte
@@ -22,13 +22,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common  # noqa: E402
 
-LEVERS = ("none", "length_grouped", "bf16", "fused", "vocab_rows", "clip_fold", "retain_memory")
+LEVERS = ("none", "length_grouped", "bf16", "fused", "vocab_rows", "retain_memory")
 
 
 def without(lever: str, config):
     """Turn ``lever`` off in this process; return the config to run."""
-    import torch
-
     from reinit_tune import train
     from reinit_tune.vocab_rows import VocabRows
 
@@ -43,14 +41,10 @@ def without(lever: str, config):
             optimizer = make(groups, device_type)
             for group in optimizer.param_groups:
                 group["fused"], group["foreach"] = False, True
-            optimizer.defaults["fused"] = False
             return optimizer
         train.make_optimizer = foreach
     elif lever == "vocab_rows":
         VocabRows.for_model = classmethod(lambda cls, *args: None)
-    elif lever == "clip_fold":
-        train.clip_gradients = lambda optimizer, params: torch.nn.utils.clip_grad_norm_(
-            params, train.MAX_GRAD_NORM)
     elif lever == "retain_memory":
         train.retain_freed_memory = lambda: False
     return config

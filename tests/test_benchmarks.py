@@ -58,3 +58,15 @@ def test_calibrate_cost_prints_table_entries(capsys, glue_dir):
     out = capsys.readouterr().out
     assert re.search(r'"rte": TaskTokens\([\d.]+, [\d.]+, [\d.]+\),', out)
     assert re.search(r'\(2, 32, "fp32"\): Coefficients\(', out)
+
+
+def test_bench_levers_smoke_turns_levers_off_one_at_a_time(capsys, tiny_bert, glue_dir):
+    bench = load_script("benchmarks/bench_levers.py")
+    assert bench.main(["--smoke", "--model", tiny_bert, "--task", "rte", "--threads", "1",
+                       "--levers", "none", "vocab_rows", "fused"]) == 0
+    out = capsys.readouterr().out
+    base = table_rows(out, "all levers on")
+    off = {r[1]: r for r in table_rows(out, "without")}
+    assert len(base) == 1 and set(off) == {"vocab_rows", "fused"}
+    assert float(base[0][-1]) == 1.0  # the speed-up column is relative to all levers on
+    assert all(float(r[-2]) > 0 for r in off.values())
