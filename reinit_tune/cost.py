@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from reinit_tune import data
 from reinit_tune.config import TrialConfig
@@ -95,15 +96,19 @@ def recorded_coefficients(shape: ModelShape, precision: str) -> tuple[Coefficien
     )
 
 
+# A grid has thousands of trials over a handful of splits: read each Parquet footer once.
+_split_rows = lru_cache(maxsize=64)(data.split_rows)
+
+
 def trial_seconds(config: TrialConfig, coeffs: Coefficients, data_dir=None) -> float:
     """Modelled wall time of one trial on the device ``coeffs`` describe (for a sequential
     trial, the final finetuning only: ``estimate`` adds each intermediate model once, as the
     cache trains it once)."""
     tokens = TASK_TOKENS[config.task]
     n_train = data.subset_size(
-        config.train_size, data.split_rows(config.task, "train", data_dir), config.task
+        config.train_size, _split_rows(config.task, "train", data_dir), config.task
     )
-    n_dev = data.split_rows(config.task, "validation", data_dir)
+    n_dev = _split_rows(config.task, "validation", data_dir)
     cut = min(1.0, config.max_seq_length / 128)  # the table is measured at 128
     if config.probe_layer is not None:
         # One forward pass through layers 1..k over both splits in length-sorted batches
@@ -171,8 +176,8 @@ def task_tokens(task: str, model: str, data_dir=None, seed: int = 0) -> TaskToke
     def padded(grouped: bool) -> float:
         loader = train.train_loader(train_split, 8, seed, grouped)
         lengths = train_split.lengths
-        batches = loader.batch_sampler if loader.batch_sampler is not None else []
-        return sum(int(lengths[b].max()) * len(b) for b in batches) / len(train_split)
+        return sum(int(lengths[b].max()) * len(b) for b in loader.batch_sampler) / len(
+            train_split)
 
     lengths = dev.lengths
     dev_tokens = sum(int(lengths[b].max()) * len(b) for b in train.eval_batches(dev))

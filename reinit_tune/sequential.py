@@ -56,17 +56,12 @@ def train_intermediate(config: TrialConfig, path: Path, *, data_dir=None,
     """Finetune the intermediate phase ``config`` and save its weights to ``path``."""
     from safetensors.torch import save_file
 
-    from reinit_tune.train import finetune, param_groups
+    from reinit_tune.train import finetune_config
 
     train, dev = data.train_and_dev(config.task, config.model, config.max_seq_length,
                                     config.train_size, config.seed, data_dir)
     model = build_model(config)
-    results, setup = finetune(
-        model, train, dev, task=config.task, lr=config.lr, batch_size=config.batch_size,
-        epochs=config.epochs, seed=config.seed, precision=config.precision,
-        length_grouped=config.length_grouped, use_gpu=use_gpu,
-        groups=param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier),
-    )
+    results, setup = finetune_config(model, train, dev, config, use_gpu=use_gpu)
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     meta: dict[str, Any] = {
         "config": config.to_dict(),

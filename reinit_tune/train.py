@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from reinit_tune import metrics
+from reinit_tune.config import TrialConfig
 from reinit_tune.data import Encoded
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
@@ -291,3 +292,18 @@ def finetune(
                                   optimizer, scheduler, loader.generator)
             on_epoch(result, setup)
     return results, setup
+
+
+def finetune_config(
+    model: nn.Module, train: Encoded, dev: Encoded, config: TrialConfig, **kwargs
+) -> tuple[list[EpochResult], TrainSetup]:
+    """``finetune`` with every training setting of ``config`` (the one place that maps a
+    trial's fields onto the loop); ``kwargs`` are the run's own (``use_gpu``, ``on_epoch``,
+    ``resume``)."""
+    return finetune(
+        model, train, dev, task=config.task, lr=config.lr, batch_size=config.batch_size,
+        epochs=config.epochs, seed=config.seed, precision=config.precision,
+        length_grouped=config.length_grouped,
+        groups=param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier),
+        **kwargs,
+    )

@@ -33,7 +33,7 @@ from reinit_tune.config import TrialConfig
 from reinit_tune.layer_similarity import BATCH_SIZE, SimilarityOptions, compare_models, json_safe
 from reinit_tune.models import build_model
 from reinit_tune.probing import train_probe
-from reinit_tune.train import EpochResult, TrainSetup, finetune, param_groups
+from reinit_tune.train import EpochResult, TrainSetup, finetune_config
 
 # Checkpoint an epoch that took this long: a preempted bert-base trial on 50k examples then
 # loses at most one epoch, while the many short trials of a sweep never pay for checkpoints.
@@ -136,15 +136,13 @@ def execute(
             checkpoint = wants_checkpoint(result, config.epochs, checkpoint_after_s)
             report(record, setup.state() if checkpoint and setup.state else None)
 
-    common = dict(task=config.task, lr=config.lr, batch_size=config.batch_size,
-                  epochs=config.epochs, seed=config.seed, precision=config.precision,
-                  use_gpu=use_gpu, on_epoch=on_epoch)
     if config.probe_layer is not None:  # the probe trains on fixed features: no padding
-        train_probe(model, train, dev, layer=config.probe_layer, **common)
+        train_probe(model, train, dev, layer=config.probe_layer, task=config.task, lr=config.lr,
+                    batch_size=config.batch_size, epochs=config.epochs, seed=config.seed,
+                    precision=config.precision, use_gpu=use_gpu, on_epoch=on_epoch)
     else:
-        groups = param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier)
-        finetune(model, train, dev, groups=groups, resume=resume,
-                 length_grouped=config.length_grouped, **common)
+        finetune_config(model, train, dev, config, use_gpu=use_gpu, on_epoch=on_epoch,
+                        resume=resume)
     return reports
 
 
