@@ -4,6 +4,8 @@ change the update)."""
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 import torch
@@ -173,3 +175,9 @@ def test_vocab_rows_step_aside_where_they_would_not_be_exact(tiny_bert):
     assert VocabRows.for_model(model, [list(range(30_000))], groups) is None  # no gain
     model.get_input_embeddings().weight.requires_grad_(False)
     assert VocabRows.for_model(model, [[5, 6, 7]], groups) is None
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_cpu_training_keeps_freed_memory_on_glibc():
+    """The allocator setting really applies (mallopt accepts both parameters)."""
+    assert train.retain_freed_memory() is True
