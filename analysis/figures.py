@@ -1,25 +1,19 @@
-"""Draw chosen figure families from a results store and print the numbers they plot, e.g.
-`python analysis/figures.py permutations heads --results results`.
-`python -m reinit_tune.report --results results` draws every family into one HTML report."""
-
-from __future__ import annotations
+"""Draw chosen figures from a results store and print the numbers they plot, e.g.
+`python analysis/figures.py permutations heads --results results`; without names, every
+figure the store supports. The same as `reinit-tune report --only ... --out RESULTS/figures`."""
 
 import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune import report
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("families", nargs="+", choices=[s.key for s in report.sections()])
-    p.add_argument("--results", default="results", help="results store folder")
-    p.add_argument("--out", default=None, help="figure folder (default: RESULTS/figures)")
-    args = p.parse_args(argv)
-    out = args.out or str(Path(args.results) / "figures")
-    return report.main(["--results", args.results, "--out", out, "--only", *args.families])
-
+from reinit_tune.analysis import report
 
 if __name__ == "__main__":
-    sys.exit(main())
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("figures", nargs="*", help="figure names (reinit-tune report --help)")
+    p.add_argument("--results", default="results", help="results store folder")
+    p.add_argument("--out", default=None, help="figure folder (default: RESULTS/figures)")
+    args = p.parse_args()
+    results = Path(args.results)
+    sys.exit(report.run(results, Path(args.out) if args.out else results / "figures",
+                        args.figures or None))

@@ -1,31 +1,19 @@
 """Draw the progressive-reinitialization figure (003 Fig. 1/4) from a results store and print
-the numbers it plots."""
-
-from __future__ import annotations
+the numbers it plots: `python analysis/progressive.py --results DIR` (figure in
+DIR/figures/). The same as `reinit-tune report --results DIR --out DIR/figures --only
+progressive`."""
 
 import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.analysis.progressive import format_table, plot_progressive
-from reinit_tune.store import load_trials
+from reinit_tune.analysis import report
 
-
-def main(argv: list[str] | None = None) -> int:
+if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--results", default="results", help="results store folder")
     p.add_argument("--out", default=None, help="figure folder (default: RESULTS/figures)")
-    args = p.parse_args(argv)
-    trials = load_trials(args.results)
-    try:
-        _, paths, table = plot_progressive(trials, args.out or Path(args.results) / "figures")
-    except ValueError as e:
-        print(f"error: {e} ({args.results})", file=sys.stderr)
-        return 2
-    print(format_table(table))
-    print("figure: " + ", ".join(str(p) for p in paths))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    args = p.parse_args()
+    results = Path(args.results)
+    sys.exit(report.run(results, Path(args.out) if args.out else results / "figures",
+                        ["progressive"]))

@@ -1,4 +1,4 @@
-"""P3: packing several trials on one GPU, and MFU of one bert-base-shaped trial at seq 128.
+"""Packing several trials on one GPU, and MFU of one bert-base-shaped trial at seq 128.
 
 Packing: the same sweep of small trials run with ``--gpus-per-trial`` 1, 1/2, 1/4 and 1/8 (1, 2,
 4, 8 trials sharing the GPU) for a MiniLM-size and a bert-base-size model; reports trials/hour.
@@ -10,8 +10,8 @@ peak (``PEAK_TFLOPS``, or ``--peak-tflops``).
 Without a GPU the same code paths run on the CPU (packing then splits the CPUs instead of a
 GPU), so CI exercises them; the numbers are only meaningful on a GPU.
 
-    python benchmarks/bench_gpu.py                          # on a GPU node
-    python benchmarks/bench_gpu.py --smoke --models <tiny local model>   # seconds, CPU
+    python -m benchmarks.bench_gpu                          # on a GPU node
+    python -m benchmarks.bench_gpu --smoke --models <tiny local model>   # seconds, CPU
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
-from bench_sweep import sweep_once  # noqa: E402
+from benchmarks import common
+from benchmarks.bench_sweep import sweep_once
 
 # bf16 dense tensor-core peaks (vendor datasheets), matched against the CUDA device name.
 PEAK_TFLOPS = {
@@ -48,8 +47,9 @@ def model_folder(name: str, root: Path) -> str:
         return name
     from transformers import BertForSequenceClassification
 
-    from reinit_tune import cost, data
-    from reinit_tune.models import EMBEDDED_MODEL, ModelShape
+    from reinit_tune import data
+    from reinit_tune.model.shape import EMBEDDED_MODEL, ModelShape
+    from reinit_tune.sweep import cost
 
     path = root / "bert-base-shaped"
     if not path.is_dir():
@@ -94,16 +94,18 @@ def mfu(args, root: Path) -> list:
     import torch
     from transformers import BertForSequenceClassification
 
-    from reinit_tune import cost, train
-    from reinit_tune.models import ModelShape
+    from reinit_tune.model.shape import ModelShape
+    from reinit_tune.sweep import cost
+    from reinit_tune.training.finetune import finetune
+    from reinit_tune.training.loop import Optimization
 
     shape = ModelShape(12, 12, 768) if not args.smoke else ModelShape(2, 2, 64)
     model = BertForSequenceClassification(cost.bert_config(shape))
     params = sum(p.numel() for p in model.parameters())
     examples = cost.synthetic(args.mfu_steps * 8, args.seq)
-    results, setup = train.finetune(
-        model, examples, cost.synthetic(8, args.seq, seed=1), task="sst2", lr=2e-5,
-        batch_size=8, epochs=2, seed=0, precision=args.precision,
+    results, setup = finetune(
+        model, examples, cost.synthetic(8, args.seq, seed=1), task="sst2",
+        opt=Optimization(lr=2e-5, batch_size=8, epochs=2, seed=0, precision=args.precision),
         use_gpu=torch.cuda.is_available(),
     )
     last = results[-1]  # second epoch: warm
@@ -137,9 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     common.offline_defaults()
     if args.smoke:
         args.packs, args.rounds, args.train_size, args.mfu_steps, args.seq = [1, 2], 1, 16, 2, 32
-    from reinit_tune import runner
+    from reinit_tune.sweep import cluster
 
-    runner.connect_ray()
+    cluster.connect_ray()
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         rows = [] if args.skip_packing else packing(args.models, args.packs, args, Path(tmp))

@@ -7,8 +7,8 @@ page-faulting new buffers; CPU). Each run is a fresh process (the allocator sett
 process-wide), levers are interleaved per repetition, and the table gives median training
 examples/s and the slowdown without each.
 
-    python benchmarks/bench_levers.py                  # SST-2, MiniLM, 500 x 1 epoch, 3 repeats
-    python benchmarks/bench_levers.py --smoke --model <tiny local model> --task rte
+    python -m benchmarks.bench_levers                  # SST-2, MiniLM, 500 x 1 epoch, 3 repeats
+    python -m benchmarks.bench_levers --smoke --model <tiny local model> --task rte
 """
 
 from __future__ import annotations
@@ -17,44 +17,42 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from benchmarks import common
 
 LEVERS = ("none", "length_grouped", "bf16", "fused", "vocab_rows", "retain_memory")
 
 
 def without(lever: str, config):
     """Turn ``lever`` off in this process; return the config to run."""
-    from reinit_tune import train
-    from reinit_tune.vocab_rows import VocabRows
+    from reinit_tune.training import loop
+    from reinit_tune.training.vocab_rows import VocabRows
 
     if lever == "length_grouped":
         return config.replace(length_grouped=False)
     if lever == "bf16":
         return config.replace(precision="fp32")
     if lever == "fused":
-        make = train.make_optimizer
+        make = loop.make_optimizer
 
         def foreach(groups, device_type):
             optimizer = make(groups, device_type)
             for group in optimizer.param_groups:
                 group["fused"], group["foreach"] = False, True
             return optimizer
-        train.make_optimizer = foreach
+        loop.make_optimizer = foreach
     elif lever == "vocab_rows":
         VocabRows.for_model = classmethod(lambda cls, *args: None)
     elif lever == "retain_memory":
-        train.retain_freed_memory = lambda: False
+        loop.retain_freed_memory = lambda: False
     return config
 
 
 def run_one(args) -> dict:
     import torch
 
-    from reinit_tune import trial
     from reinit_tune.config import TrialConfig
+    from reinit_tune.sweep import trial
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -90,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     for repeat in range(args.repeats):
         shift = repeat % len(args.levers)
         for lever in args.levers[shift:] + args.levers[:shift]:
-            done = subprocess.run([sys.executable, __file__, *argv, "--one", lever],
-                                  capture_output=True, text=True)
+            done = subprocess.run([sys.executable, "-m", __spec__.name, *argv, "--one", lever],
+                                  capture_output=True, text=True, cwd=common.REPO)
             if done.returncode != 0:
                 raise RuntimeError(f"{lever} failed:\n{done.stderr[-4000:]}")
             speed = json.loads(done.stdout.strip().splitlines()[-1])["examples_per_s"]

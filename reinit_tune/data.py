@@ -17,25 +17,19 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import torch
 
-from reinit_tune.models import default_cache_dir, resolve_model
+from reinit_tune import env
+from reinit_tune.env import DATA_ENV
+from reinit_tune.errors import DataNotFoundError, InputError
+from reinit_tune.model.shape import resolve_model
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
 
-DATA_ENV = "REINIT_TUNE_DATA"
 HUB_DATASET = "nyu-mll/glue"
 SPLITS = ("train", "validation")
-
-
-class DataNotFoundError(FileNotFoundError):
-    pass
-
-
-def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
-    """``data_dir`` if given, else ``$REINIT_TUNE_DATA``, else None (use the hub)."""
-    chosen = data_dir if data_dir not in (None, "") else os.environ.get(DATA_ENV) or None
-    return Path(chosen).expanduser().resolve() if chosen else None
+resolve_data_dir = env.data_dir
 
 
 def _missing(task: str, split: str, where: str) -> DataNotFoundError:
@@ -58,7 +52,7 @@ def load_split(task: str, split: str, data_dir: str | os.PathLike | None = None)
 
     get_task(task)
     if split not in SPLITS:
-        raise ValueError(f"split: {split!r}; allowed: {list(SPLITS)}")
+        raise InputError(f"split: {split!r}; allowed: {list(SPLITS)}")
     path = local_split_path(task, split, data_dir)
     if path is not None:
         if not path.is_file():
@@ -78,8 +72,6 @@ def split_rows(task: str, split: str, data_dir: str | os.PathLike | None = None)
         return spec.train_rows if split == "train" else spec.dev_rows
     if not path.is_file():
         raise _missing(task, split, f"no file {path}")
-    import pyarrow.parquet as pq
-
     return pq.ParquetFile(path).metadata.num_rows
 
 
@@ -89,7 +81,7 @@ def subset_size(train_size: int | float | None, n_rows: int, task: str = "task")
     if isinstance(train_size, float):
         return max(1, round(train_size * n_rows))
     if train_size > n_rows:
-        raise ValueError(
+        raise InputError(
             f"train_size: {train_size} exceeds the {n_rows} rows of the {task} train split; "
             f"allowed: 1..{n_rows}, a fraction in (0, 1), or None for all"
         )
@@ -97,7 +89,7 @@ def subset_size(train_size: int | float | None, n_rows: int, task: str = "task")
 
 
 def subset_indices(n_rows: int, train_size: int | float | None, seed: int) -> np.ndarray:
-    """Sorted row indices of the training subset of trial ``seed`` (T2, 003 App. B).
+    """Sorted row indices of the training subset of trial ``seed`` (003 App. B).
 
     The draw depends on ``seed`` only: trial n of every reinitialization sees the same
     examples (paired comparison across k), and different seeds see different subsets.
@@ -191,7 +183,7 @@ def encoded_split(
         repr((raw._fingerprint, tokenizer_identity(tokenizer), max_seq_length, spec.text_fields))
         .encode()
     ).hexdigest()[:20]
-    cache = default_cache_dir() / "tokenized"
+    cache = env.cache_dir() / "tokenized"
     cache.mkdir(parents=True, exist_ok=True)
 
     def encode(batch):

@@ -1,4 +1,4 @@
-"""GLUE dev-split metrics (T1) as pure functions on prediction and label arrays.
+"""GLUE dev-split metrics as pure functions on prediction and label arrays.
 
 Accuracy, binary F1 (positive class 1, as GLUE scores MRPC) and Matthews correlation are
 written out from the confusion matrix so that tests can check them against scikit-learn;

@@ -1,4 +1,4 @@
-"""The results store (R1): one Parquet file per trial, plus one per trial for its epochs.
+"""The results store: one Parquet file per trial, plus one per trial for its epochs.
 
 Layout under a results folder::
 
@@ -111,7 +111,7 @@ EPOCH_SCHEMA = pa.schema(
 )
 
 
-# The six linear projections of a BERT layer (reinit_tune.layer_similarity maps module names).
+# The six linear projections of a BERT layer (reinit_tune.similarity.layers maps module names).
 WEIGHT_PROJECTIONS = ("query", "key", "value", "attention_output", "intermediate", "output")
 
 SIMILARITY_SCHEMA = pa.schema(
@@ -133,14 +133,14 @@ SIMILARITY_SCHEMA = pa.schema(
 )
 
 
-def config_columns(config: TrialConfig) -> dict[str, Any]:
-    """The row fields that describe a trial's configuration."""
+def config_columns(config: TrialConfig, num_layers: int) -> dict[str, Any]:
+    """The row fields that describe a trial's configuration on a model of ``num_layers``."""
     return {
         "trial_id": config.trial_id,
         **config.to_dict(),
         "config_json": json.dumps(config.to_dict(), sort_keys=True),
-        "num_layers": config.shape.num_layers,
-        "num_pretrained_layers": config.num_pretrained_layers,
+        "num_layers": num_layers,
+        "num_pretrained_layers": config.pretrained_layers(num_layers),
         "metric": config.task_spec.primary,
     }
 
@@ -163,7 +163,7 @@ def remove_partial_files(results_dir: str | os.PathLike, older_than_s: float = 3
     Only old ones: a younger one may belong to another sweep writing to the same store."""
     cutoff = time.time() - older_than_s
     removed = 0
-    for folder in (Path(results_dir) / TRIALS, Path(results_dir) / EPOCHS):
+    for folder in (Path(results_dir) / name for name in (TRIALS, EPOCHS, SIMILARITY)):
         for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
             with contextlib.suppress(FileNotFoundError):
                 if tmp.stat().st_mtime < cutoff:
@@ -224,7 +224,7 @@ def finished_ids(results_dir: str | os.PathLike) -> set[str]:
             data = json.loads(blob)
             known = {f.name for f in dataclasses.fields(TrialConfig)}
             ids.add(TrialConfig.from_dict({k: v for k, v in data.items() if k in known}).trial_id)
-        except (ValueError, TypeError):  # e.g. the model folder moved: fall back to stored id
+        except (ValueError, TypeError):  # a row no config of this version describes
             ids.add(stored_id)
     return ids
 
@@ -241,12 +241,15 @@ def trial_row(
     config: TrialConfig,
     reports: list[dict[str, Any]],
     *,
+    num_layers: int,
     status: str,
     error: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """The one store row of a trial: config, last epoch's metrics, summed timings, status."""
-    row: dict[str, Any] = {**config_columns(config), "status": status, "error": error, **extra}
+    """The one store row of a trial: config, last epoch's metrics, summed timings, status.
+    ``num_layers`` is the model's depth (what the trial loaded, else what pre-flight read)."""
+    row: dict[str, Any] = {**config_columns(config, num_layers), "status": status,
+                           "error": error, **extra}
     row["finished_at"] = pd.Timestamp.now(tz="UTC")
     row["epochs_completed"] = len(reports)
     if not reports:
@@ -254,7 +257,8 @@ def trial_row(
     reports = sorted(reports, key=lambda r: r["epoch"])
     last = reports[-1]
     for key in ("train_loss", "eval_loss", "score", "train_examples", "setup_time_s",
-                "device", "precision_used", "node_id", "versions", "resumed_from_epoch",
+                "device", "precision_used", "node_id", "hostname", "versions",
+                "resumed_from_epoch",
                 *(f"eval_{m}" for m in ALL_METRICS)):
         if key in last:
             row[key] = last[key]

@@ -1,4 +1,4 @@
-"""GLUE task registry: input columns, label space, dev-split metrics and split sizes (T1).
+"""GLUE task registry: input columns, label space, dev-split metrics and split sizes.
 
 The metric lists follow the GLUE benchmark as used by 003 §2 and 001 §5: accuracy for
 SST-2/QNLI/RTE/WNLI, accuracy and F1 for MRPC, Matthews correlation for CoLA, Pearson and
@@ -8,6 +8,8 @@ Spearman correlation for STS-B. ``primary`` is the metric the papers plot.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from reinit_tune.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -49,4 +51,4 @@ def get_task(name: str) -> Task:
     try:
         return TASKS[name]
     except KeyError:
-        raise ValueError(f"task: unknown task {name!r}; allowed: {sorted(TASKS)}") from None
+        raise InputError(f"task: unknown task {name!r}; allowed: {sorted(TASKS)}") from None

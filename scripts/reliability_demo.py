@@ -1,4 +1,4 @@
-"""Kill-and-resume demonstration on this machine (O3): prints the numbers of the closing note.
+"""Kill-and-resume demonstration on this machine: prints the numbers of the closing note.
 
 1. Driver: runs a progressive sweep, interrupts it with SIGINT once some trials are stored,
    reruns it and SIGKILLs it, reruns it to the end; prints the store's rows after each step.
@@ -91,9 +91,11 @@ def worker_demo(args) -> None:
     import ray
     import torch
 
-    from reinit_tune import store, trial
+    from reinit_tune import store
     from reinit_tune.config import TrialConfig
-    from reinit_tune.runner import run_sweep
+    from reinit_tune.sweep import trial
+    from reinit_tune.sweep.options import RunOptions
+    from reinit_tune.sweep.runner import run_sweep
 
     print("== trial worker killed after its first checkpoint")
     results = args.out / "worker"
@@ -104,7 +106,8 @@ def worker_demo(args) -> None:
     threading.Thread(target=kill_worker_after_first_checkpoint,
                      args=(results / "_tune", killed), daemon=True).start()
     start = time.monotonic()
-    summary = run_sweep([config], results_dir=results, max_failures=2, checkpoint_after_s=0)
+    summary = run_sweep([config], RunOptions(results_dir=results, max_failures=2,
+                                             checkpoint_after_s=0))
     print(f"  sweep {time.monotonic() - start:.0f} s; {summary.ok} ok, {summary.failed} failed, "
           f"{summary.retries} retries")
     row = store.load_trials(results).iloc[0]

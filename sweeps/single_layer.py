@@ -1,21 +1,11 @@
-"""Single-layer reinitialization (S3, W3; 003 App. C, Fig. 5): reinitialize one layer at a
-time, every layer 1..L, 3 seeds at 5k examples, plus the full model as reference."""
+"""Single-layer reinitialization (003 App. C, Fig. 5): reinitialize one layer at a
+time, every layer 1..L, 3 seeds at 5k examples, plus the full model as reference.
 
-from __future__ import annotations
+The same as `reinit-tune sweep single_layer`; `--help` lists the flags."""
 
 import sys
 
-from reinit_tune import cli, spaces
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = cli.sweep_parser(__doc__, tasks=spaces.PAPER_TASKS, sizes=[spaces.DEFAULT_SIZE])
-    parser.add_argument("--layers", type=int, nargs="+", default=None,
-                        help="0-based layers to reinitialize one at a time (default: all)")
-    args = parser.parse_args(argv)
-    return cli.run(args, lambda: spaces.single_layer(
-        args.model, args.tasks, args.sizes, layers=args.layers, **cli.grid_args(args)))
-
+from reinit_tune.cli import sweep_main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(sweep_main("single_layer", prog="python sweeps/single_layer.py"))

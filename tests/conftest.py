@@ -1,4 +1,5 @@
-"""Shared fixtures: offline hub settings, the GLUE folder, a tiny BERT saved as a local model."""
+"""Shared fixtures: offline hub settings, the GLUE folder, tiny BERTs saved as local models,
+one local Ray instance. Helper functions live in ``tests/helpers.py``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import os
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import save_tiny_bert
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
@@ -32,30 +35,6 @@ def glue_dir() -> Path:
     return path
 
 
-def save_tiny_bert(path: Path, *, layers: int = 4, hidden: int = 32, heads: int = 4,
-                   intermediate: int = 64, seed: int = 0) -> Path:
-    """A small randomly initialized BERT with the embedded MiniLM's real tokenizer, saved as
-    a local ``save_pretrained`` folder: a stand-in "pretrained" checkpoint for unit tests."""
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from reinit_tune.models import EMBEDDED_MODEL, resolve_model
-
-    torch.manual_seed(seed)
-    config = BertConfig(
-        vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-        intermediate_size=intermediate, max_position_embeddings=128,
-    )
-    model = BertModel(config)
-    with torch.no_grad():  # make LayerNorms and biases non-trivial, as in a trained checkpoint
-        for name, p in model.named_parameters():
-            if "LayerNorm" in name or name.endswith("bias"):
-                p.add_(torch.randn_like(p) * 0.1)
-    model.save_pretrained(path)
-    AutoTokenizer.from_pretrained(resolve_model(EMBEDDED_MODEL)).save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="session")
 def tiny_bert(tmp_path_factory) -> str:
     return str(save_tiny_bert(tmp_path_factory.mktemp("tiny-bert")))
@@ -76,3 +55,24 @@ def ray_local():
         ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def no_ray(monkeypatch):
+    """Fail the test if anything tries to join or start Ray (dry runs, bad input)."""
+    from reinit_tune.sweep import cluster
+
+    def refuse():
+        raise AssertionError("Ray must not start for a dry run or bad input")
+    monkeypatch.setattr(cluster, "connect_ray", refuse)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread, as a Ray trial with one CPU has; also far faster on a busy machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -1,18 +1,201 @@
-"""Test helpers: load a sweep script as a module and run its ``main`` in-process."""
+"""Test helpers: tiny models saved like a user's, synthetic results stores, the command line
+run in-process, and a two-node Ray cluster on loopback. Fixtures are in ``conftest.py``."""
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
+
+from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
+from reinit_tune.analysis import frames
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def load_script(relative: str):
-    path = REPO / relative
-    spec = importlib.util.spec_from_file_location(path.stem + "_script", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses in a script look their module up here
-    spec.loader.exec_module(module)
-    return module
+# -- models -------------------------------------------------------------------------------
+def save_tiny_bert(path: Path, *, layers: int = 4, hidden: int = 32, heads: int = 4,
+                   intermediate: int = 64, seed: int = 0) -> Path:
+    """A small randomly initialized BERT with the embedded MiniLM's real tokenizer, saved as
+    a local ``save_pretrained`` folder: a stand-in "pretrained" checkpoint for unit tests."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from reinit_tune.model.shape import resolve_model
+
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+        intermediate_size=intermediate, max_position_embeddings=128,
+    )
+    model = BertModel(config)
+    with torch.no_grad():  # make LayerNorms and biases non-trivial, as in a trained checkpoint
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(resolve_model(EMBEDDED_MODEL)).save_pretrained(path)
+    return path
+
+
+
+# -- the command line ---------------------------------------------------------------------
+def cli(capsys, *argv: str) -> tuple[int, str]:
+    """Run ``reinit-tune ARGV`` in this process; (exit status, stdout + stderr)."""
+    from reinit_tune.cli import main
+
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def trial_count(output: str) -> int:
+    """The grid size a sweep printed (its ``total: N trials`` line)."""
+    line = next(ln for ln in output.splitlines() if ln.startswith("total:"))
+    return int(line.split()[1])
+
+
+# -- synthetic stores ---------------------------------------------------------------------
+class SyntheticStore:
+    """A results folder filled with rows written through the real store functions."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def add(self, experiment: str, task: str, score: float, *, seed: int = 0,
+            train_size=5000, reinit_layers=(), epochs: int = 3, model: str = EMBEDDED_MODEL,
+            epoch_scores: list[float] | None = None, epoch_losses: list[float] | None = None,
+            num_layers: int = 6, **fields) -> str:
+        config = TrialConfig(model, task, train_size=train_size, seed=seed,
+                             reinit_layers=tuple(reinit_layers), epochs=epochs,
+                             experiment=experiment, **fields)
+        metric = config.task_spec.primary
+        scores = epoch_scores or [score] * epochs
+        losses = epoch_losses or [0.5] * epochs
+        examples = train_size if isinstance(train_size, int) else 1000
+        reports = [{"epoch": e + 1, "train_loss": 0.4, "eval_loss": losses[e],
+                    f"eval_{metric}": scores[e], "score": scores[e], "train_time_s": 1.0,
+                    "eval_time_s": 0.5, "train_examples_per_s": 10.0,
+                    "train_examples": examples, "setup_time_s": 0.1, "device": "cpu",
+                    "precision_used": "fp32", "node_id": "n",
+                    "versions": json.dumps({"torch": "2.x", "python": "3.11"})}
+                   for e in range(epochs)]
+        row = store.trial_row(config, reports, num_layers=num_layers, status="ok")
+        store.write_trial(self.root, row, store.epoch_rows(config, reports))
+        return config.trial_id
+
+    def load(self) -> frames.Store:
+        return frames.load(self.root)
+
+
+def permutation_store(synth: SyntheticStore, layers: int = 6) -> tuple[list, dict]:
+    """Permutation runs of three tasks (one permutation missing for QNLI) and their baselines;
+    returns the layer orders and the score of each (task, order)."""
+    rng = np.random.default_rng(1)
+    orders = [tuple(rng.permutation(layers).tolist()) for _ in range(6)]
+    effect = rng.normal(0, 0.05, len(orders))
+    expected = {}
+    for task, offset in (("sst2", 0.7), ("cola", 0.2), ("qnli", 0.65)):
+        for n, order in enumerate(orders):
+            if task == "qnli" and n == 5:
+                continue  # a permutation missing for one task leaves the pairs with it
+            s = offset + effect[n] + rng.normal(0, 0.01)
+            expected[(task, order)] = s
+            synth.add("permutations", task, s, seed=n, layer_order=order)
+        for seed in range(3):
+            synth.add("permutations", task, offset + 0.2 + 0.01 * seed, seed=seed)
+            synth.add("permutations", task, offset - 0.2 + 0.02 * seed, seed=seed,
+                      reinit_layers=range(layers))
+    return orders, expected
+
+
+# -- a two-node Ray cluster ---------------------------------------------------------------
+# Each node gets its own custom resource (``rt_head``, ``rt_worker``) so a test can tell them
+# apart. The cluster lives under its own ``--temp-dir`` with its own ports, so its address file
+# (``ray_current_cluster``) never lands in the machine-wide ``/tmp/ray``, where every other
+# ``ray.init()`` on this machine would find it and join it. Nodes run ``ray start --block`` in
+# their own sessions and are stopped by process group id, never with a global ``ray stop``.
+RAY = str(Path(sys.executable).with_name("ray"))
+NODE_RESOURCES = ("rt_head", "rt_worker")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _node_flags(resource: str) -> list[str]:
+    flags = ["--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
+             "--resources", json.dumps({resource: 1}), "--disable-usage-stats",
+             "--object-store-memory", str(100 * 2**20)]
+    for option in ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
+                   "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                   "--runtime-env-agent-port"):
+        flags += [option, str(free_port())]
+    return flags
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"ray start exited with {proc.returncode}:\n{log.read_text()}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            return
+        time.sleep(0.3)
+    raise TimeoutError(f"the Ray head did not open port {port}:\n{log.read_text()}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM makes ``ray start --block`` stop its node; the group kill catches stragglers."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(30)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the group is this node's own (start_new_session)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def two_node_cluster(timeout: float = 120) -> Iterator[str]:
+    """Yield the address (``127.0.0.1:port``) of a head plus one worker node."""
+    temp = Path(tempfile.mkdtemp(prefix="rt-ray-", dir="/tmp"))  # short: socket path limit
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    port = free_port()
+    procs: list[subprocess.Popen] = []
+
+    def start(args: list[str], log: Path) -> subprocess.Popen:
+        with log.open("w") as out:
+            proc = subprocess.Popen([RAY, "start", *args], env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        procs.append(proc)
+        return proc
+
+    try:
+        head = start(["--head", "--port", str(port), "--temp-dir", str(temp),
+                      "--include-dashboard", "false", "--dashboard-port", str(free_port()),
+                      *_node_flags(NODE_RESOURCES[0])],
+                     temp / "head.log")
+        _wait_for_port(port, head, temp / "head.log", timeout)
+        start(["--address", f"127.0.0.1:{port}", *_node_flags(NODE_RESOURCES[1])],
+              temp / "worker.log")
+        yield f"127.0.0.1:{port}"
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        shutil.rmtree(temp, ignore_errors=True)

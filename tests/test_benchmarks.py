@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.helpers import load_script
+from benchmarks import bench_gpu, bench_levers, bench_sweep, bench_trial, calibrate_cost
 
 
 def table_rows(output: str, first: str) -> list[list[str]]:
@@ -16,7 +16,7 @@ def table_rows(output: str, first: str) -> list[list[str]]:
 
 
 def test_bench_trial_smoke_runs_all_three_ways(capsys, tiny_bert, glue_dir):
-    bench = load_script("benchmarks/bench_trial.py")
+    bench = bench_trial
     assert bench.main(["--smoke", "--model", tiny_bert, "--task", "rte", "--threads", "1"]) == 0
     out = capsys.readouterr().out
     for way in "abc":
@@ -28,7 +28,7 @@ def test_bench_trial_smoke_runs_all_three_ways(capsys, tiny_bert, glue_dir):
 
 @pytest.mark.ray
 def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_dir):
-    bench = load_script("benchmarks/bench_sweep.py")
+    bench = bench_sweep
     assert bench.main(["--smoke", "--model", tiny_bert, "--task", "rte"]) == 0
     out = capsys.readouterr().out
     (row,) = table_rows(out, "16 ")
@@ -41,7 +41,7 @@ def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_d
 
 @pytest.mark.ray
 def test_bench_gpu_smoke_runs_packing_and_mfu_on_cpu(capsys, ray_local, tiny_bert, glue_dir):
-    bench = load_script("benchmarks/bench_gpu.py")
+    bench = bench_gpu
     assert bench.main(["--smoke", "--models", tiny_bert, "--task", "rte", "--precision",
                        "fp32"]) == 0
     out = capsys.readouterr().out
@@ -52,7 +52,7 @@ def test_bench_gpu_smoke_runs_packing_and_mfu_on_cpu(capsys, ray_local, tiny_ber
 
 
 def test_calibrate_cost_prints_table_entries(capsys, glue_dir):
-    script = load_script("benchmarks/calibrate_cost.py")
+    script = calibrate_cost
     assert script.main(["--tokens", "--tasks", "rte", "--shapes", "2x32",
                         "--precisions", "fp32", "--cpu"]) == 0
     out = capsys.readouterr().out
@@ -61,7 +61,7 @@ def test_calibrate_cost_prints_table_entries(capsys, glue_dir):
 
 
 def test_bench_levers_smoke_turns_levers_off_one_at_a_time(capsys, tiny_bert, glue_dir):
-    bench = load_script("benchmarks/bench_levers.py")
+    bench = bench_levers
     assert bench.main(["--smoke", "--model", tiny_bert, "--task", "rte", "--threads", "1",
                        "--levers", "none", "vocab_rows", "fused"]) == 0
     out = capsys.readouterr().out

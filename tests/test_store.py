@@ -1,12 +1,19 @@
-"""The Parquet store: one row per trial, atomic files, one schema readable by pandas/DuckDB."""
+"""The Parquet store: one row per trial, atomic files, one schema readable by pandas/DuckDB,
+and stores written by earlier versions."""
 
 from __future__ import annotations
+
+import os
+import time
 
 import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
 
 from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
+from tests.helpers import REPO
+
+OLD_STORE = REPO / "tests" / "fixtures" / "store-0.1"  # written by reinit-tune 0.1 (see its rows)
 
 
 def fake_reports(task: str, epochs: int = 2) -> list[dict]:
@@ -20,7 +27,8 @@ def fake_reports(task: str, epochs: int = 2) -> list[dict]:
 
 def write(results, config, status="ok", epochs=2):
     reports = fake_reports(config.task, epochs)
-    row = store.trial_row(config, reports, status=status, error=None if status == "ok" else "boom")
+    row = store.trial_row(config, reports, num_layers=6, status=status,
+                          error=None if status == "ok" else "boom")
     return store.write_trial(results, row, store.epoch_rows(config, reports))
 
 
@@ -106,3 +114,27 @@ def test_surgery_and_mode_fields_round_trip_through_the_store(tmp_path):
     [(n,)] = duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/trials/*.parquet' "
                         "WHERE len(reinit_heads) = 2 AND layer_order[1] = 5").fetchall()
     assert n == 1
+
+
+def test_a_store_written_by_version_0_1_loads_and_its_trials_count_as_done():
+    trials = store.load_trials(OLD_STORE)
+    assert len(trials) == 4 and set(trials["status"]) == {"ok"}
+    assert set(trials["experiment"]) == {"progressive", "probing"}
+    assert all('"reinit_tune": "0.1.0"' in v for v in trials["versions"])
+    assert store.finished_ids(OLD_STORE) == set(trials["trial_id"])
+    assert len(store.load_epochs(OLD_STORE)) == 4
+
+
+def test_hostname_is_stored_and_partial_files_are_removed_from_every_table(tmp_path):
+    config = TrialConfig(EMBEDDED_MODEL, "sst2", seed=0)
+    reports = [{**r, "hostname": "node-7"} for r in fake_reports("sst2")]
+    store.write_trial(tmp_path, store.trial_row(config, reports, num_layers=6, status="ok"), [])
+    assert store.load_trials(tmp_path).loc[0, "hostname"] == "node-7"
+    old = time.time() - 7200
+    for table in (store.TRIALS, store.EPOCHS, store.SIMILARITY):
+        (tmp_path / table).mkdir(exist_ok=True)
+        leftover = tmp_path / table / ".abc.parquet.1234.tmp"
+        leftover.write_bytes(b"half a file")
+        os.utime(leftover, (old, old))
+    assert store.remove_partial_files(tmp_path) == 3
+    assert not list(tmp_path.glob("*/.*.tmp"))

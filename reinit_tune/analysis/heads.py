@@ -17,6 +17,7 @@ import pandas as pd
 
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import n_label, per_setting, save
+from reinit_tune.errors import NoResultsError
 
 SUMMARY = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 CELL_COLUMNS = ["task", "metric", "size", "layer", "head", "n", "diff", "score", "baseline"]
@@ -65,7 +66,7 @@ def head_summary(trials: pd.DataFrame) -> pd.DataFrame:
 def plot_heads(trials: pd.DataFrame, out_dir: str | Path, name: str = "heads"):
     cells = head_differences(trials)
     if cells.empty:
-        raise ValueError("no single-head trials with a no-reinit baseline in the store")
+        raise NoResultsError("no single-head trials with a no-reinit baseline in the store")
     n_heads = int(cells["head"].max())
     fig, axes, columns = per_setting(cells, width=max(4.5, 0.55 * n_heads + 1.5))
     for col, title, sub in columns:

@@ -27,6 +27,7 @@ from reinit_tune.analysis.plotting import (
     style,
 )
 from reinit_tune.analysis.stats import summarize
+from reinit_tune.errors import NoResultsError
 
 BLOCK = 3  # 003 §4: blocks of three consecutive layers
 FULL, EMBEDDINGS, REINIT, PRESERVED = ("full model", "embeddings only", "block reinitialized",
@@ -78,7 +79,7 @@ def plot_localized(trials: pd.DataFrame, out_dir: str | Path, name: str = "local
     table = localized_table(trials)
     blocks = table[table["role"].isin([REINIT, PRESERVED])]
     if blocks.empty:
-        raise ValueError("no block reinitialized/preserved trials in the store")
+        raise NoResultsError("no block reinitialized/preserved trials in the store")
     fig, axes, columns = per_setting(table, present=blocks, width=5.0)
     width = 0.38
     for col, title, sub in columns:
@@ -123,7 +124,7 @@ def plot_single_layer(trials: pd.DataFrame, out_dir: str | Path, name: str = "si
     table = single_layer_table(trials)
     layers = table[table["layer"] > 0]
     if layers.empty:
-        raise ValueError("no single-layer reinitialization trials in the store")
+        raise NoResultsError("no single-layer reinitialization trials in the store")
     fig, axes, columns = per_setting(table, present=layers)
     for col, title, sub in columns:
         ax = axes[0, col]

@@ -22,6 +22,7 @@ from scipy import stats
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import metric_label, per_setting, save, style
 from reinit_tune.analysis.stats import summarize
+from reinit_tune.errors import NoResultsError
 from reinit_tune.tasks import TASKS
 
 ORIGINAL, SCRATCH, PERMUTED = "original order", "all reinitialized", "permuted"
@@ -57,7 +58,7 @@ def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "pe
     rows = permutation_rows(trials)
     perms = rows[rows["role"] == PERMUTED]
     if perms.empty:
-        raise ValueError("no permutation trials in the store")
+        raise NoResultsError("no permutation trials in the store")
     table = permutation_table(trials)
     fig, axes, columns = per_setting(perms, width=5.0)
     for col, title, pts in columns:
@@ -118,14 +119,3 @@ def permutation_correlations(trials: pd.DataFrame) -> pd.DataFrame:
                            pearson_p=float(p_r))
             out.append(row)
     return pd.DataFrame(out, columns=cols)
-
-
-def format_correlations(table: pd.DataFrame) -> str:
-    """Table 1's layout: 'coefficient (p)' per pair."""
-    def cell(v, p):
-        return "n/a" if pd.isna(v) else f"{v:.2f} ({p:.2f})"
-    lines = [f"{'tasks compared':<22} {'size':>6} {'N':>3}  {'Spearman':<12} Pearson"]
-    for r in table.itertuples():
-        lines.append(f"{r.task_a.upper() + ', ' + r.task_b.upper():<22} {r.size:>6} {r.n:>3}  "
-                     f"{cell(r.spearman, r.spearman_p):<12} {cell(r.pearson, r.pearson_p)}")
-    return "\n".join(lines)

@@ -26,6 +26,7 @@ from reinit_tune.analysis.plotting import (
     style,
 )
 from reinit_tune.analysis.stats import size_label, summarize
+from reinit_tune.errors import NoResultsError
 
 SCATTER_MIN_SEEDS = 10  # scatter individual seeds when a point averages at least this many
 SMALL_DATA = 500  # 003 App. B: the 500-example regime (50 runs)
@@ -63,7 +64,7 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
     plt = pyplot()
     table = progressive_table(trials)
     if table.empty:
-        raise ValueError("no successful progressive trials in the store")
+        raise NoResultsError("no successful progressive trials in the store")
     probes = probing_table(trials)
     ok = frames.ok(trials, "progressive")
     tasks = list(dict.fromkeys(table["task"]))
@@ -114,7 +115,7 @@ def plot_small_data(trials: pd.DataFrame, out_dir: str | Path, name: str = "smal
     small train size. Returns (figure, paths, per-k table of n and mean)."""
     rows = small_data_rows(trials)
     if rows.empty:
-        raise ValueError("no small-data runs (<= 500 examples) in the store")
+        raise NoResultsError("no small-data runs (<= 500 examples) in the store")
     table = summarize(rows, ["task", "metric", "size", "k"])
     fig, axes, columns = per_setting(rows)
     rng = np.random.default_rng(0)

@@ -17,6 +17,7 @@ import pandas as pd
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import n_label, panels, save
 from reinit_tune.analysis.stats import summarize
+from reinit_tune.errors import NoResultsError
 
 COLUMNS = ["size", "final", "intermediate", "metric", "n", "mean", "std", "ci_low", "ci_high",
            "baseline", "above_baseline"]
@@ -44,7 +45,7 @@ def sequential_table(trials: pd.DataFrame) -> pd.DataFrame:
 def plot_sequential(trials: pd.DataFrame, out_dir: str | Path, name: str = "sequential"):
     table = sequential_table(trials)
     if table.empty or (table["final"] == table["intermediate"]).all():
-        raise ValueError("no sequential (intermediate -> final) trials in the store")
+        raise NoResultsError("no sequential (intermediate -> final) trials in the store")
     sizes = list(dict.fromkeys(table["size"]))
     fig, axes = panels(len(sizes), width=5.5, height=4.2)
     for ax, size in zip(axes[0], sizes, strict=True):

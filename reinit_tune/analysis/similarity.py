@@ -1,4 +1,4 @@
-"""Per-layer similarity between finetuned models and their pre-finetuning state (R5, R6).
+"""Per-layer similarity between finetuned models and their pre-finetuning state.
 
 From the ``similarity`` table (trials run with ``--similarity``), joined to the trials:
 - by train size (000 Fig. 3): one panel per task and measure, one line per train size;
@@ -19,6 +19,7 @@ import pandas as pd
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import mean_line, n_label, panels, pyplot, save, style
 from reinit_tune.analysis.stats import summarize
+from reinit_tune.errors import NoResultsError
 
 MEASURES = {
     "w_output_fro": "weight distance ‖ΔW‖_F, output.dense",
@@ -59,7 +60,7 @@ def plot_similarity_by_size(trials: pd.DataFrame, similarity: pd.DataFrame,
                             out_dir: str | Path, name: str = "similarity_by_size"):
     table = similarity_table(trials, similarity)
     if table.empty:
-        raise ValueError("no similarity rows in the store (run a sweep with --similarity)")
+        raise NoResultsError("no similarity rows in the store (run a sweep with --similarity)")
     plt = pyplot()
     measures = [m for m in MEASURES if m in set(table["measure"])]
     tasks = list(dict.fromkeys(table.sort_values("task")["task"]))
@@ -84,7 +85,7 @@ def plot_similarity_by_task(trials: pd.DataFrame, similarity: pd.DataFrame,
     """One line per task at its largest train size, full-model trials where there are any."""
     table = similarity_table(trials, similarity)
     if table.empty:
-        raise ValueError("no similarity rows in the store (run a sweep with --similarity)")
+        raise NoResultsError("no similarity rows in the store (run a sweep with --similarity)")
     full = table[table["k"] == table["num_layers"]]
     table = full if not full.empty else table
     largest = table.groupby("task")["train_examples"].transform("max")

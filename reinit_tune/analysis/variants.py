@@ -17,6 +17,7 @@ from matplotlib.ticker import MaxNLocator
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import mean_line, metric_label, per_setting, save, style
 from reinit_tune.analysis.stats import summarize
+from reinit_tune.errors import NoResultsError
 
 BASELINE = "progressive (baseline)"
 
@@ -63,7 +64,7 @@ def variants_table(trials: pd.DataFrame) -> pd.DataFrame:
 def plot_variants(trials: pd.DataFrame, out_dir: str | Path, name: str = "variants"):
     table = variants_table(trials)
     if table.empty:
-        raise ValueError("no learning-rate, LayerNorm or initializer variants in the store")
+        raise NoResultsError("no learning-rate, LayerNorm or initializer variants in the store")
     fig, axes, columns = per_setting(table)
     for col, title, sub in columns:
         ax = axes[0, col]
@@ -102,7 +103,7 @@ def plot_epochs(trials: pd.DataFrame, epochs: pd.DataFrame, out_dir: str | Path,
                 name: str = "epochs"):
     table = epoch_table(trials, epochs)
     if table.empty:
-        raise ValueError("no epoch-study trials (variants without a change) in the store")
+        raise NoResultsError("no epoch-study trials (variants without a change) in the store")
     fig, axes, columns = per_setting(table, rows=2)
     for col, title, sub in columns:
         for k, line in sub.groupby("k"):

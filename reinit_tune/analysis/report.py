@@ -1,0 +1,245 @@
+"""One command from a results store to every figure and table the store can support.
+
+    reinit-tune report --results DIR [--out DIR] [--only FIGURE ...]
+
+Draws every figure the experiment families declare (``reinit_tune.families``) plus the
+store-wide similarity figures, as PNG + PDF, and writes one self-contained ``report.html``:
+figures embedded as base64, the numbers behind them with the n of every point, the trial
+configurations, the library versions and devices, and the failed trials. A figure whose rows
+are not in the store is listed with the sweep that fills it; a figure that fails to draw is
+reported in the page and makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import json
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from reinit_tune import families
+from reinit_tune.analysis import frames, similarity
+from reinit_tune.config import TrialConfig
+from reinit_tune.errors import NoResultsError
+from reinit_tune.families.base import Figure, FigureSpec, plot
+
+MAX_TABLE_ROWS = 2000
+
+# Figures that read every family's rows: any sweep run with --similarity fills them.
+SIMILARITY = FigureSpec(
+    "similarity", "Similarity of finetuned and pre-finetuning models per layer",
+    "000 Fig. 3, §4.5; 002 Figs 1-3, §3-4", "the similarity table of any sweep run with "
+    "--similarity",
+    lambda store, out: [*plot("similarity_by_size", similarity.plot_similarity_by_size,
+                              "trials", "similarity")(store, out),
+                        *plot("similarity_by_task", similarity.plot_similarity_by_task,
+                              "trials", "similarity")(store, out)],
+)
+
+
+@dataclass
+class Section:
+    """One figure spec of the report and what drawing it gave."""
+
+    spec: FigureSpec
+    needs: str  # what to run to fill it
+    figures: list[Figure] = field(default_factory=list)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    skipped: str | None = None  # why nothing was drawn
+    failed: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.spec.key
+
+    @property
+    def title(self) -> str:
+        return self.spec.title
+
+    @property
+    def source(self) -> str:
+        return self.spec.source
+
+
+def sections() -> list[Section]:
+    """Every figure of the registered families, in the papers' order, then similarity."""
+    found = [Section(spec, f"reinit-tune sweep {family.name}")
+             for family in families.all_families() for spec in family.figures]
+    return [*found, Section(SIMILARITY, "any sweep with --similarity")]
+
+
+def experiments() -> list[str]:
+    return [family.name for family in families.all_families()]
+
+
+def build(results_dir: str | Path, out_dir: str | Path,
+          only: list[str] | None = None) -> tuple[list[Section], frames.Store]:
+    """Draw every section the store supports (or the ``only`` ones) into ``out_dir``."""
+    data = frames.load(results_dir)
+    out = Path(out_dir)
+    drawn = []
+    for section in sections():
+        if only and section.key not in only:
+            continue
+        try:
+            section.figures = section.spec.draw(data, out)
+            tables = section.spec.tables(data) if section.spec.tables else {}
+            section.tables = {k: v for k, v in tables.items() if not v.empty}
+        except NoResultsError as e:  # the store has nothing for this figure
+            section.skipped = str(e)
+        except Exception:  # a bug: report it in the page, keep drawing the rest
+            section.failed = traceback.format_exc(limit=4)
+            print(f"error drawing {section.key}:\n{section.failed}", file=sys.stderr)
+        drawn.append(section)
+    return drawn, data
+
+
+# -- HTML --------------------------------------------------------------------------------
+CSS = """
+body{font-family:system-ui,sans-serif;max-width:1250px;margin:2em auto;padding:0 1em;
+color:#222}
+h1{margin-bottom:0}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+.source{color:#666;font-size:.9em}figure{margin:1em 0}img{max-width:100%;
+border:1px solid #eee}
+table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}
+.missing li{margin:.2em 0}.failed{color:#a00;white-space:pre-wrap}details{margin:.5em 0}
+"""
+
+
+def _table_html(df: pd.DataFrame) -> str:
+    shown = df.head(MAX_TABLE_ROWS)
+    note = (f"<p>first {MAX_TABLE_ROWS} of {len(df)} rows</p>"
+            if len(df) > MAX_TABLE_ROWS else "")
+    return shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="",
+                         border=0) + note
+
+
+def _text(df: pd.DataFrame) -> str:
+    return df.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+
+
+def _image(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}">'
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
+        return str(int(value))
+    return str(value)
+
+
+def _config_summary(trials: pd.DataFrame) -> pd.DataFrame:
+    """Per experiment: trial counts and the distinct values of every config field."""
+    rows = []
+    fields = [f.name for f in dataclasses.fields(TrialConfig) if f.name != "experiment"]
+    fields += [c for c in frames.NEUTRAL if c not in fields]
+    for experiment, group in trials.groupby("experiment", sort=True):
+        row = {"experiment": experiment, "ok": int((group["status"] == "ok").sum()),
+               "error": int((group["status"] == "error").sum())}
+        for name in fields:
+            if name not in group:
+                continue
+            values = sorted({_fmt(v) for v in group[name]}, key=lambda v: (len(v), v))
+            row[name] = ", ".join(values[:12]) + (f" (+{len(values) - 12})"
+                                                   if len(values) > 12 else "")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _versions(trials: pd.DataFrame) -> pd.DataFrame:
+    seen: dict[str, set[str]] = {}
+    for blob in trials["versions"].dropna().unique():
+        for package, version in json.loads(blob).items():
+            seen.setdefault(package, set()).add(str(version))
+    for column in ("device", "precision_used"):
+        seen[column] = {str(v) for v in trials[column].dropna().unique()}
+    return pd.DataFrame([{"library / setting": k, "values": ", ".join(sorted(v))}
+                         for k, v in sorted(seen.items())])
+
+
+def render(sections_: list[Section], data: frames.Store, results_dir: Path) -> str:
+    trials = data.trials
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>reinit-tune report"
+             f"</title><style>{CSS}</style></head><body>",
+             "<h1>reinit-tune report</h1>",
+             f"<p class='source'>results: {html.escape(str(results_dir))}; generated "
+             f"{pd.Timestamp.now(tz='UTC'):%Y-%m-%d %H:%M UTC}; {len(trials)} trials "
+             f"({int((trials['status'] == 'ok').sum())} ok), {len(data.similarity)} "
+             "similarity rows. Error bars and shaded intervals are 95% t-intervals (003 App. "
+             "B); every legend and table states n, the runs behind each point.</p>"]
+    present = data.experiments
+    absent = [e for e in experiments() if e not in present]
+    parts.append(f"<p>experiments in the store: <b>{html.escape(', '.join(present) or 'none')}"
+                 f"</b>; not in the store: {html.escape(', '.join(absent) or 'none')}</p>")
+    drawn = [s for s in sections_ if s.figures]
+    missing = [s for s in sections_ if not s.figures]
+    parts.append("<h2>Contents</h2><ul>" + "".join(
+        f"<li><a href='#{s.key}'>{html.escape(s.title)}</a> "
+        f"({', '.join(f.name for f in s.figures)})</li>" for s in drawn) + "</ul>")
+    if missing:
+        parts.append("<h2 id='missing'>Not drawn</h2><ul class='missing'>" + "".join(
+            f"<li><b>{html.escape(s.title)}</b> ({html.escape(s.source)}): "
+            + (f"<span class='failed'>failed:\n{html.escape(s.failed)}</span>" if s.failed
+               else f"{html.escape(s.skipped or '')}; run {html.escape(s.needs)}")
+            + "</li>" for s in missing) + "</ul>")
+    for s in drawn:
+        parts.append(f"<h2 id='{s.key}'>{html.escape(s.title)}</h2>"
+                     f"<p class='source'>{html.escape(s.source)}</p>")
+        for f in s.figures:
+            png = next(p for p in f.paths if p.suffix == ".png")
+            links = ", ".join(f"<a href='{p.name}'>{p.name}</a>" for p in f.paths)
+            parts.append(f"<figure>{_image(png)}<figcaption>{links}</figcaption></figure>"
+                         f"<details><summary>numbers plotted ({len(f.table)} rows, n per "
+                         f"point)</summary>{_table_html(f.table)}</details>")
+        for caption, table in s.tables.items():
+            parts.append(f"<h3>{html.escape(caption)}</h3>{_table_html(table)}")
+    parts.append("<h2 id='configs'>Configurations</h2>" + _table_html(_config_summary(trials)))
+    config_cols = ["trial_id", "experiment", "status", "model", "task", "train_size", "seed",
+                   "reinit_layers", *[c for c in frames.NEUTRAL if c in trials], "lr",
+                   "batch_size", "epochs", "score"]
+    parts.append(f"<details><summary>every trial ({len(trials)})</summary>"
+                 f"{_table_html(trials[config_cols])}</details>")
+    if not trials.empty:
+        parts.append("<h2 id='versions'>Library versions and devices</h2>"
+                     + _table_html(_versions(trials)))
+    failed = trials[trials["status"] == "error"]
+    if not failed.empty:
+        parts.append("<h2 id='failed'>Failed trials</h2>" + _table_html(
+            failed[["trial_id", "experiment", "task", "attempts", "error"]]))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def run(results: Path, out: Path | None = None, only: list[str] | None = None) -> int:
+    """Write the report of ``results`` into ``out`` (default ``RESULTS/report``) and print
+    what was drawn (with ``only``: the numbers of those figures too); the exit status."""
+    if not results.is_dir():
+        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+        return 2
+    out = out or results / "report"
+    built, data = build(results, out, only)
+    page = out / "report.html"
+    out.mkdir(parents=True, exist_ok=True)
+    page.write_text(render(built, data, results.resolve()))
+    for s in built:
+        if only:  # a figure or two from the command line: show their numbers too
+            for f in s.figures:
+                print(_text(f.table))
+            for caption, table in s.tables.items():
+                print(f"{caption}\n{_text(table)}")
+        if s.figures:
+            print(f"{s.key:<13} " + ", ".join(str(p) for f in s.figures for p in f.paths))
+        else:
+            print(f"{s.key:<13} not drawn: {'FAILED' if s.failed else s.skipped}")
+    print(f"report: {page}")
+    return 1 if any(s.failed for s in built) else 0

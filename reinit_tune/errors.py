@@ -1,0 +1,32 @@
+"""The errors reinit-tune raises on purpose, in one hierarchy.
+
+Callers decide by class, never by message: the command line turns an ``InputError`` found
+before a sweep starts into exit status 2 with the message alone (it names what to change), the
+report turns a ``NoResultsError`` into "not drawn: <why>", and everything else is a bug or an
+infrastructure failure that keeps its traceback.
+
+- ``ReinitTuneError``: the base.
+- ``InputError``: something the user gave (a flag, a model, a data file, a config field) is
+  wrong; the message says which and what to change. Also a ``ValueError``, since most of these
+  are bad values.
+- ``DataNotFoundError``: a dataset split is neither in the local data folder nor reachable.
+- ``NoResultsError``: a results store holds no rows a figure or table can use.
+"""
+
+from __future__ import annotations
+
+
+class ReinitTuneError(Exception):
+    """Base of every error reinit-tune raises deliberately."""
+
+
+class InputError(ReinitTuneError, ValueError):
+    """Bad input: the message names the flag, field, file or value to change."""
+
+
+class DataNotFoundError(InputError, FileNotFoundError):
+    """A dataset split is missing locally and could not be loaded from the hub."""
+
+
+class NoResultsError(ReinitTuneError, LookupError):
+    """The results store has no rows for a figure or table (run the sweep that fills it)."""

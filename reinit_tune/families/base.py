@@ -1,0 +1,271 @@
+"""What an experiment family is, and the grid helpers every family builds on.
+
+A family is one module of this package declaring one ``Family``: its name and paper source,
+its default tasks, train sizes and epochs, the command-line flags it adds (``Flag``), its grid
+builder, and the figures it feeds (``FigureSpec``) with the store rows each reads. The
+``reinit-tune`` command, the report, the dry run and the tests all read these declarations
+through the registry (``reinit_tune.families``).
+
+A builder takes a ``Grid`` (the model and its shape, tasks, sizes, seeds, epochs and the
+training fields every trial shares) plus the values of the family's own flags, and returns
+``TrialConfig``s. Grid defaults are the papers' for bert-base-uncased and scale to the
+model's layer and head counts. 003 §2 and App. B, D: train subsets of 500, 5k and 50k
+examples (a size larger than a task's train split is skipped for that task, as 003 skips 50k
+for CoLA), 50 seeds and 5 epochs for the 500-example regime, 3 seeds and 3 epochs otherwise;
+5k is the default size of every experiment after the progressive one (003 §2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reinit_tune import data
+from reinit_tune.config import TrialConfig
+from reinit_tune.errors import DataNotFoundError, InputError
+from reinit_tune.model.shape import ModelShape, shape_for
+from reinit_tune.tasks import get_task
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from reinit_tune.analysis.frames import Store
+
+log = logging.getLogger("reinit_tune")
+
+SMALL_DATA = 500  # 003 App. B/D: at most this many examples → 50 seeds, 5 epochs
+PAPER_SIZES = (500, 5_000, 50_000)
+PAPER_TASKS = ("sst2", "qnli", "cola")
+DEFAULT_SIZE = 5_000  # 003 §2: "The 5k subset size is then used as the default"
+
+Size = int | float | None
+
+
+def parse_size(text: str) -> Size:
+    """A train size from the command line: '500' → 500 examples, '0.1' → a 10% fraction,
+    'full' → the whole split (None)."""
+    if text.lower() in ("full", "all", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"size {text!r}: give a count (500), a fraction (0.1) or 'full'"
+        ) from None
+
+
+# -- the request every builder takes ------------------------------------------------------
+@dataclass(frozen=True)
+class Grid:
+    """What every family's grid builder takes. ``tasks``/``sizes`` of None are the family's
+    defaults; ``seeds``/``epochs`` of None follow the paper's per-size rule (or the family's
+    own epoch count); ``shape`` of None is looked up from ``model``. The remaining fields go
+    to every trial."""
+
+    model: str
+    shape: ModelShape | None = None
+    tasks: tuple[str, ...] | None = None
+    sizes: tuple[Size, ...] | None = None
+    seeds: int | None = None
+    epochs: int | None = None
+    data_dir: str | None = None
+    lr: float = 2e-5
+    batch_size: int = 8
+    max_seq_length: int = 128
+    precision: str = "fp32"
+    init_scheme: str = "bert"
+    length_grouped: bool = False
+
+    @property
+    def num_layers(self) -> int:
+        return self.shape.num_layers
+
+    def trial_fields(self) -> dict[str, Any]:
+        """The ``TrialConfig`` fields every trial of the grid shares."""
+        return {"lr": self.lr, "batch_size": self.batch_size,
+                "max_seq_length": self.max_seq_length, "precision": self.precision,
+                "init_scheme": self.init_scheme, "length_grouped": self.length_grouped}
+
+    def replace(self, **changes: Any) -> Grid:
+        return dataclasses.replace(self, **changes)
+
+
+# -- what a family declares ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Flag:
+    """A command-line flag a family adds; its value reaches the builder as keyword ``dest``."""
+
+    name: str
+    help: str
+    type: Callable[[str], Any] = int
+    nargs: str | None = None
+    default: Any = None
+    choices: tuple[Any, ...] | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        kwargs: dict[str, Any] = {"type": self.type, "default": self.default, "help": self.help}
+        if self.nargs:
+            kwargs["nargs"] = self.nargs
+        if self.choices:
+            kwargs["choices"] = list(self.choices)
+        parser.add_argument(self.name, **kwargs)
+
+
+@dataclass
+class Figure:
+    """One drawn figure: its name, its files (PNG and PDF) and the numbers it plots."""
+
+    name: str
+    paths: list[Path]
+    table: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A figure (or a group of them) of the report: what it reproduces, which store rows it
+    reads, how to draw it from a ``Store``, and tables that go with it."""
+
+    key: str
+    title: str
+    source: str  # the paper figure(s) it reproduces
+    reads: str  # the store rows it reads, in words
+    draw: Callable[[Store, Path], list[Figure]]
+    tables: Callable[[Store], dict[str, pd.DataFrame]] | None = None
+
+
+def plot(name: str, function: Callable[..., tuple], *inputs: str
+         ) -> Callable[[Store, Path], list[Figure]]:
+    """A ``FigureSpec.draw`` for a figure function ``function(*store tables, out_dir,
+    name=...)`` returning (figure, paths, table); ``inputs`` name the ``Store`` tables."""
+    def draw(store: Store, out_dir: Path) -> list[Figure]:
+        _, paths, table = function(*(getattr(store, t) for t in inputs), out_dir, name=name)
+        return [Figure(name, paths, table)]
+    return draw
+
+
+@dataclass(frozen=True)
+class Family:
+    """An experiment family: see the module docstring. ``fields`` says in words which
+    ``TrialConfig`` fields its rows set (the README's family table); ``order`` places it
+    among the others (the papers' order in listings and the report)."""
+
+    name: str
+    title: str
+    source: str
+    build: Callable[..., list[TrialConfig]]
+    tasks: tuple[str, ...]
+    sizes: tuple[Size, ...]
+    epochs: int | None = None
+    flags: tuple[Flag, ...] = ()
+    figures: tuple[FigureSpec, ...] = ()
+    fields: str = ""
+    order: int = 100
+
+    def configs(self, grid: Grid, **values: Any) -> list[TrialConfig]:
+        """The family's trials for ``grid``: the family's defaults fill what ``grid`` leaves
+        open, flag values not given take their defaults."""
+        unknown = set(values) - {f.dest for f in self.flags}
+        if unknown:
+            raise InputError(f"{self.name}: unknown options {sorted(unknown)}; allowed: "
+                             f"{[f.dest for f in self.flags]}")
+        grid = grid.replace(
+            shape=grid.shape or shape_for(grid.model),
+            tasks=tuple(grid.tasks or self.tasks), sizes=tuple(grid.sizes or self.sizes),
+            epochs=grid.epochs if grid.epochs is not None else self.epochs,
+        )
+        for task in grid.tasks:
+            get_task(task)
+        return self.build(grid, **{f.dest: values.get(f.dest, f.default) for f in self.flags})
+
+
+# -- grid helpers -------------------------------------------------------------------------
+def train_rows(task: str, data_dir: str | None) -> int:
+    try:
+        return data.split_rows(task, "train", data_dir)
+    except DataNotFoundError:
+        return get_task(task).train_rows  # pre-flight reports the missing data
+
+
+def fitting_sizes(task: str, sizes: Sequence[Size], data_dir: str | None = None) -> list[Size]:
+    """The sizes that fit the task's train split; the others are skipped with a note."""
+    rows = train_rows(task, data_dir)
+    kept = [s for s in sizes if s is None or isinstance(s, float) or s <= rows]
+    dropped = [s for s in sizes if s not in kept]
+    if dropped:
+        log.warning("%s: skipping train sizes %s (train split has %d rows)", task, dropped, rows)
+    if not kept:
+        raise InputError(
+            f"--sizes: none of {list(sizes)} fits the {rows}-row {task} train split; "
+            f"allowed: 1..{rows}, a fraction in (0, 1) or 'full'"
+        )
+    return kept
+
+
+def is_small(size: Size, task: str, data_dir: str | None = None) -> bool:
+    return data.subset_size(size, train_rows(task, data_dir), task) <= SMALL_DATA
+
+
+def paper_seeds(size: Size, task: str, data_dir: str | None = None) -> int:
+    """003 App. B: 50 runs in the 500-example regime, 3 otherwise."""
+    return 50 if is_small(size, task, data_dir) else 3
+
+
+def paper_epochs(size: Size, task: str, data_dir: str | None = None) -> int:
+    """003 App. D: 5 epochs in the 500-example regime, 3 otherwise."""
+    return 5 if is_small(size, task, data_dir) else 3
+
+
+def settings(grid: Grid, sizes: Sequence[Size] | None = None, epochs: int | None = None
+             ) -> Iterator[tuple[str, Size, int, int]]:
+    """(task, size, number of seeds, epochs) for every task of ``grid`` and every size that
+    fits it (``sizes``/``epochs`` override the grid's); None seeds or epochs follow the
+    paper's per-size rule."""
+    epochs = grid.epochs if epochs is None else epochs
+    for task in grid.tasks:
+        for size in fitting_sizes(task, grid.sizes if sizes is None else sizes, grid.data_dir):
+            yield (task, size,
+                   grid.seeds if grid.seeds is not None else paper_seeds(size, task,
+                                                                        grid.data_dir),
+                   epochs if epochs is not None else paper_epochs(size, task, grid.data_dir))
+
+
+Surgeries = Sequence[dict] | Callable[[str], Sequence[dict]]
+
+
+def expand(grid: Grid, surgeries: Surgeries, *, experiment: str,
+           sizes: Sequence[Size] | None = None, epochs: int | None = None) -> list[TrialConfig]:
+    """One config per (task, fitting size, seed, surgery). ``surgeries`` are dicts of
+    ``TrialConfig`` fields (or a function of the task giving them)."""
+    configs = []
+    for task, size, n_seeds, n_epochs in settings(grid, sizes, epochs):
+        per_task = surgeries(task) if callable(surgeries) else surgeries
+        for seed in range(n_seeds):
+            for surgery in per_task:
+                configs.append(TrialConfig(
+                    model=grid.model, task=task, train_size=size, seed=seed, epochs=n_epochs,
+                    experiment=experiment, **{**grid.trial_fields(), **surgery},
+                ))
+    return configs
+
+
+def choose_layers(flag: str, chosen: Iterable[int] | None, default: Iterable[int],
+                  allowed: int, model: str) -> list[int]:
+    """The layer indices a flag selected (or ``default``), each in 0..allowed-1."""
+    chosen = list(default) if chosen is None else list(chosen)
+    bad = [i for i in chosen if not 0 <= i < allowed]
+    if bad:
+        raise InputError(f"{flag}: {bad} out of range for {model}; allowed: 0..{allowed - 1}")
+    return sorted(set(chosen))

@@ -1,0 +1,71 @@
+"""Layer permutations (003 §5, Fig. 3, Table 1): run n finetunes the pretrained layers in the
+order ``numpy.random.RandomState(n).permutation(L)``, the same for every task, at 5k
+examples, plus the original-order and all-reinitialized baselines."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from reinit_tune.analysis import permutations as figures
+from reinit_tune.config import TrialConfig
+from reinit_tune.errors import InputError
+from reinit_tune.families.base import (
+    DEFAULT_SIZE,
+    PAPER_TASKS,
+    Family,
+    FigureSpec,
+    Flag,
+    Grid,
+    expand,
+    plot,
+    settings,
+)
+
+PERMUTATIONS = 10  # 003 §5, Table 1: N = 10
+
+
+def permutation(n: int, num_layers: int) -> tuple[int, ...]:
+    """Permutation n of a sweep: ``numpy.random.RandomState(n).permutation(L)``, as in the 003
+    authors' code, so run n of every task (and of every reimplementation) uses the same one."""
+    return tuple(np.random.RandomState(n).permutation(num_layers).tolist())
+
+
+def build(grid: Grid, *, permutations: int = PERMUTATIONS) -> list[TrialConfig]:
+    """Run n (seed n, so its train subset too) finetunes the layers in the order
+    ``permutation(n, L)``; plus the baselines, ``grid.seeds`` runs each: the original order
+    (nothing reinitialized) and all layers reinitialized (both ``layer_order=None``)."""
+    if permutations < 1:
+        raise InputError(f"--permutations: must be >= 1, got {permutations}")
+    n_layers = grid.num_layers
+    baselines = [{"reinit_layers": ()}, {"reinit_layers": tuple(range(n_layers))}]
+    configs = expand(grid, baselines, experiment="permutations")
+    for task, size, _, n_epochs in settings(grid):
+        for n in range(permutations):
+            configs.append(TrialConfig(
+                model=grid.model, task=task, train_size=size, seed=n, epochs=n_epochs,
+                layer_order=permutation(n, n_layers), experiment="permutations",
+                **grid.trial_fields(),
+            ))
+    return configs
+
+
+FAMILY = Family(
+    name="permutations",
+    title="the order of the pretrained layers shuffled",
+    source="003 §5, Fig. 3, Table 1",
+    build=build,
+    tasks=PAPER_TASKS,
+    sizes=(DEFAULT_SIZE,),
+    flags=(Flag("--permutations", "number N of permutations (runs 0..N-1); --seeds sets the "
+                "runs of each baseline", default=PERMUTATIONS),),
+    fields="run n: `seed=n`, `layer_order=RandomState(n).permutation(L)`; baselines "
+           "`layer_order=None` with `reinit_layers` `()` and all L",
+    order=50,
+    figures=(
+        FigureSpec("permutations", "Layer permutations", "003 Fig. 3 and Table 1, §5",
+                   "`permutations` rows (paired across tasks by layer order and seed)",
+                   plot("permutations", figures.plot_permutations, "trials"),
+                   lambda s: {"Table 1: paired correlations between tasks (two-sided p)":
+                              figures.permutation_correlations(s.trials)}),
+    ),
+)

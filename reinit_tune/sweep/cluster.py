@@ -1,0 +1,175 @@
+"""Which Ray cluster a sweep runs on, and whether it can place the sweep's trials.
+
+The same command runs on a laptop and on a cluster: ``connect_ray`` joins the cluster named
+by ``RAY_ADDRESS``, else the one last started with ``ray start`` on this machine (``ray up``
+starts the head node that way), else starts a local Ray instance. A stale address file left by
+a cluster that no longer runs falls back to a local instance with a log line instead of
+failing. ``check_resources`` compares what a trial asks for with every node the cluster has,
+or can start: an autoscaling cluster may have no GPU until its GPU worker type scales up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import ray
+import yaml
+
+from reinit_tune.errors import InputError
+
+log = logging.getLogger("reinit_tune")
+
+ADDRESS_ENV = "RAY_ADDRESS"
+# Written by the cluster launcher on the head node (``ray up``): the autoscaler's node types.
+BOOTSTRAP_CONFIG = "~/ray_bootstrap_config.yaml"
+
+NodeResources = dict[str, float]
+
+
+def address_file() -> Path:
+    """Where ``ray start`` records the cluster that a bare ``ray.init()`` joins."""
+    try:
+        from ray._common.utils import get_ray_address_file
+    except ImportError:  # pragma: no cover - moved in another Ray version
+        from ray._private.utils import get_ray_address_file
+    return Path(get_ray_address_file(None))
+
+
+def answers(address: str, timeout_s: float = 3.0) -> bool:
+    """Whether something listens at ``host:port`` (a live cluster's GCS does)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def choose_address(environ: dict[str, str] | None = None,
+                   recorded_file: Path | None = None) -> tuple[str, str]:
+    """The address to pass to ``ray.init`` and a line saying why."""
+    environ = os.environ if environ is None else environ
+    explicit = environ.get(ADDRESS_ENV, "").strip()
+    if explicit == "local":
+        return "local", f"starting a local Ray instance ({ADDRESS_ENV}=local)"
+    if explicit and explicit != "auto":
+        if explicit.startswith("ray://") or answers(explicit):
+            return explicit, f"joining the Ray cluster at {ADDRESS_ENV}={explicit}"
+        raise InputError(
+            f"{ADDRESS_ENV}={explicit} does not answer: start that cluster (`ray start --head` "
+            f"or `ray up cluster.yaml`), fix the address, or unset {ADDRESS_ENV} to run on a "
+            "local Ray instance"
+        )
+    recorded_file = recorded_file or address_file()
+    recorded = recorded_file.read_text().strip() if recorded_file.is_file() else ""
+    if recorded and answers(recorded):
+        return recorded, f"joining the Ray cluster started with `ray start` at {recorded}"
+    if explicit == "auto":
+        raise InputError(
+            f"{ADDRESS_ENV}=auto but no Ray cluster runs on this machine: start one with "
+            f"`ray start --head` or unset {ADDRESS_ENV} to run on a local Ray instance"
+        )
+    if recorded:
+        return "local", (
+            f"{recorded_file} names the cluster at {recorded}, which does not answer (stopped "
+            "or crashed); starting a local Ray instance instead. Set RAY_ADDRESS to choose a "
+            "cluster, or delete that file"
+        )
+    return "local", "starting a local Ray instance (no RAY_ADDRESS and no `ray start` cluster)"
+
+
+def connect_ray() -> None:
+    """Join or start Ray (see module docstring) and say which, and where the dashboard is."""
+    if ray.is_initialized():
+        return
+    address, why = choose_address()
+    (log.warning if "does not answer" in why else log.info)(why)
+    context = ray.init(address=address, log_to_driver=True, configure_logging=True,
+                       logging_level="warning")
+    if context.dashboard_url:
+        log.info("Ray dashboard: http://%s (trials, logs, CPU/GPU use)", context.dashboard_url)
+
+
+# -- capacity ----------------------------------------------------------------------------
+def autoscaler_node_types(bootstrap_config: str | os.PathLike = BOOTSTRAP_CONFIG,
+                          ) -> dict[str, NodeResources | None] | None:
+    """Resources of each node type the autoscaler may start (None: not an autoscaling
+    cluster). A type whose resources the config leaves to auto-detection maps to None."""
+    try:  # what the autoscaler reports to the GCS (autoscaler v2, KubeRay)
+        reported = ray._private.state.state.get_cluster_config()
+    except Exception:  # noqa: BLE001 - older or newer Ray without it: use the file
+        reported = None
+    if reported is not None and reported.node_group_configs:
+        return {g.name: {k: float(v) for k, v in g.resources.items()}
+                for g in reported.node_group_configs if g.max_count != 0}
+    path = Path(bootstrap_config).expanduser()
+    if not path.is_file():
+        return None
+    config = yaml.safe_load(path.read_text()) or {}
+    head = config.get("head_node_type")
+    return {
+        name: ({k: float(v) for k, v in spec["resources"].items()} if "resources" in spec
+               else None)
+        for name, spec in (config.get("available_node_types") or {}).items()
+        if name == head or spec.get("max_workers", 0) > 0
+    }
+
+
+def inventory() -> tuple[list[NodeResources], dict[str, NodeResources | None] | None]:
+    """Total resources of each live node, and the autoscaler's node types (or None)."""
+    alive = [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
+    return alive, autoscaler_node_types()
+
+
+def check_resources(cpus_per_trial: float, gpus_per_trial: float, alive: list[NodeResources],
+                    scalable: dict[str, NodeResources | None] | None = None) -> None:
+    """Raise ``InputError`` unless some node that runs or can be started fits one trial."""
+    need = {"CPU": cpus_per_trial, "GPU": gpus_per_trial}
+    scalable = scalable or {}
+    if any(r is None for r in scalable.values()):
+        unknown = sorted(name for name, r in scalable.items() if r is None)
+        log.warning("autoscaler node types %s leave resources to auto-detection; cannot "
+                    "check that a trial fits before they start", unknown)
+        return
+    nodes = [*alive, *scalable.values()]
+
+    def fits(resources: NodeResources) -> bool:
+        return all(resources.get(k, 0) >= v for k, v in need.items() if v > 0)
+
+    if any(fits(r) for r in alive):
+        return
+    if any(fits(r) for r in scalable.values()):
+        log.info("no running node fits a trial yet; the autoscaler will start one of %s",
+                 sorted(name for name, r in scalable.items() if fits(r)))
+        return
+    most = {k: max((r.get(k, 0) for r in nodes), default=0) for k in need}
+    if gpus_per_trial > 0 and most["GPU"] == 0:
+        raise InputError(
+            f"--gpus-per-trial {gpus_per_trial:g} asks for GPUs but the Ray cluster has none "
+            "and its autoscaler can start none; use --gpus-per-trial 0 to run on CPUs, or "
+            "start GPU nodes (see the gpu_worker type in cluster.yaml)"
+        )
+    if gpus_per_trial > most["GPU"]:
+        raise InputError(
+            f"--gpus-per-trial {gpus_per_trial:g} exceeds the {most['GPU']:g} GPUs of the "
+            "largest node (a trial runs on one node); lower it"
+        )
+    raise InputError(
+        f"--cpus-per-trial {cpus_per_trial:g} (with --gpus-per-trial {gpus_per_trial:g}) fits "
+        f"no node: the largest has {most['CPU']:g} CPUs; lower it"
+    )
+
+
+def warn_if_storage_is_local(storage: str, alive: list[NodeResources],
+                             scalable: dict[str, Any] | None) -> None:
+    """Checkpoints written on one node must be readable on another (Tune's storage_path)."""
+    multi_node = len(alive) > 1 or bool(scalable and len(scalable) > 1)
+    if multi_node and "://" not in storage:
+        log.warning(
+            "--storage %s is a local path on a multi-node cluster: checkpoints of long trials "
+            "need storage every node reads (an NFS mount, or s3://... / gs://...)", storage
+        )

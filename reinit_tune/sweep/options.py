@@ -1,0 +1,87 @@
+"""What a sweep run needs besides its trial configs, as typed options.
+
+``RunOptions`` is everything a run is told (results and data folders, resources per trial,
+Tune storage, retries, checkpoints, similarity, saving models, extra Tune callbacks);
+``TrialRuntime`` is the part each trial needs, handed to the Tune trainable as one object.
+None of these change what a trial computes, so none is part of a trial's identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reinit_tune.errors import InputError
+
+# Checkpoint an epoch that took this long: a preempted bert-base trial on 50k examples then
+# loses at most one epoch, while the many short trials of a sweep never pay for checkpoints.
+DEFAULT_CHECKPOINT_AFTER_S = 300.0
+
+
+@dataclass(frozen=True)
+class SimilarityOptions:
+    """What a trial run with ``--similarity`` measures at its end: its finetuned model
+    against its pre-finetuning state, per layer (``reinit_tune.similarity.layers``)."""
+
+    examples: int | None = None  # the first N dev examples; None: the whole dev split
+    layer_replacement: bool = False  # 002 §4: one extra forward pass per layer
+
+    def __post_init__(self) -> None:
+        if self.examples is not None and (isinstance(self.examples, bool)
+                                          or not isinstance(self.examples, int)
+                                          or self.examples < 1):
+            raise InputError(f"--similarity-examples: must be a positive count, got "
+                             f"{self.examples!r}")
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one trial asks Ray for. Fractions below 1 pack several trials on one device;
+    ``cpus_per_trial`` is also the trial's torch thread count."""
+
+    cpus_per_trial: float = 1
+    gpus_per_trial: float = 0
+
+
+@dataclass(frozen=True)
+class TrialRuntime:
+    """What every trial of a run needs besides its config."""
+
+    data_dir: str | None = None
+    checkpoint_after_s: float = DEFAULT_CHECKPOINT_AFTER_S
+    similarity: SimilarityOptions | None = None
+    models_dir: str | None = None  # save each finetuned model to <models_dir>/<trial_id>
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a sweep (see the fields' comments); the defaults run locally on CPUs.
+
+    ``storage`` is Tune's ``storage_path`` (checkpoints, Tune's own logs): a local folder, an
+    NFS path or an ``s3://``/``gs://`` URI every node can reach; None: ``$REINIT_TUNE_STORAGE``,
+    else ``<results_dir>/_tune``. ``similarity`` makes each trial compare its finetuned model
+    with its pre-finetuning state per layer (``RESULTS/similarity/``); ``save_model`` saves
+    each finetuned model to ``RESULTS/models/<trial_id>/`` (written by the worker: on a
+    multi-node cluster RESULTS must be on storage every node can write). A stored trial
+    without the asked-for similarity rows or saved model runs again.
+    """
+
+    results_dir: Path = Path("results")
+    data_dir: str | None = None  # None: $REINIT_TUNE_DATA, else the hub
+    resources: Resources = Resources()
+    max_failures: int = 2  # Tune retries of a failing trial
+    storage: str | None = None
+    checkpoint_after_s: float = DEFAULT_CHECKPOINT_AFTER_S
+    similarity: SimilarityOptions | None = None
+    save_model: bool = False
+    name: str | None = None  # Tune's experiment name prefix; default: the first family's
+    callbacks: tuple[Any, ...] = field(default=(), compare=False)  # extra Tune callbacks
+
+    def runtime(self, data_dir: str | None, results_dir: Path) -> TrialRuntime:
+        """The trials' share of these options, with folders already resolved."""
+        return TrialRuntime(
+            data_dir=data_dir, checkpoint_after_s=self.checkpoint_after_s,
+            similarity=self.similarity,
+            models_dir=str(results_dir / "models") if self.save_model else None,
+        )

@@ -1,0 +1,213 @@
+"""Launching a planned sweep on Ray Tune and writing every trial to the store.
+
+Trials run as Tune function trainables (``tune.with_resources``, ``tune.with_parameters``,
+reused actors, ``FailureConfig`` retries); a driver-side ``StoreWriter`` callback writes each
+finished or failed trial to the Parquet store, so results land on the driver's disk whatever
+node ran the trial. ``run_sweep`` plans, estimates (dry run) and launches in one call.
+
+Resuming needs no state besides the store: a rerun of the same command skips every trial
+stored "ok" (identity = config hash) and runs the rest, so a driver killed by SIGINT or
+SIGKILL loses only the trials it was running. Within one run, a trial whose worker dies is
+retried by Tune from its last checkpoint (``reinit_tune.sweep.trial``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from ray import tune
+
+from reinit_tune import store
+from reinit_tune.config import TrialConfig
+from reinit_tune.model.shape import ModelShape
+from reinit_tune.sweep import cluster, cost
+from reinit_tune.sweep.options import RunOptions
+from reinit_tune.sweep.plan import Plan, describe, make_plan
+from reinit_tune.sweep.trial import run_trial
+
+log = logging.getLogger("reinit_tune")
+
+
+@dataclass
+class SweepSummary:
+    name: str
+    results_dir: Path
+    total: int
+    skipped: int = 0
+    ok: int = 0
+    failed: int = 0
+    retries: int = 0
+    wall_time_s: float = 0.0
+    examples_per_s: list[float] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def not_finished(self) -> int:
+        return self.total - self.skipped - self.ok - self.failed
+
+    def __str__(self) -> str:
+        if self.dry_run:
+            return f"dry run: {self.total - self.skipped} of {self.total} trials would run"
+        speed = (
+            f"; {sum(self.examples_per_s) / len(self.examples_per_s):.1f} train examples/s per "
+            "trial (mean)" if self.examples_per_s else ""
+        )
+        rerun = ("\nrerun the same command to run the unfinished trials (stored ones are "
+                 "skipped)" if self.not_finished else "")
+        return (
+            f"sweep {self.name}: {self.total} trials: {self.ok} ran ok, {self.failed} failed, "
+            f"{self.skipped} already in the store (skipped), {self.not_finished} not finished; "
+            f"{self.retries} retries; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
+            f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
+            f"(reinit_tune.store.load_trials('{self.results_dir}')){rerun}"
+        )
+
+
+# -- store writer -------------------------------------------------------------------------
+class StoreWriter(tune.Callback):
+    """Writes a store row when a Tune trial finishes or finally fails (driver side)."""
+
+    def __init__(self, results_dir: Path, configs: dict[str, TrialConfig], summary: SweepSummary,
+                 num_layers: dict[str, int]):
+        self.results_dir = results_dir
+        self.configs = configs
+        self.summary = summary
+        self.num_layers = num_layers  # per model, from pre-flight: for trials that never ran
+        self.reports: dict[str, dict[int, dict]] = defaultdict(dict)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        # Keyed by epoch: a retried trial that resumes re-reports epochs already seen.
+        self.reports[trial.trial_id][int(result["epoch"])] = dict(result)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self.summary.retries += 1
+
+    def _write(self, trial, status: str, error: str | None) -> None:
+        config = self.configs[trial.config["trial_id"]]
+        reports = list(self.reports.pop(trial.trial_id, {}).values())
+        num_layers = reports[-1]["num_layers"] if reports else self.num_layers[config.model]
+        row = store.trial_row(config, reports, num_layers=num_layers, status=status,
+                              error=error, attempts=trial.num_failures + 1)
+        final = max(reports, key=lambda r: r["epoch"], default={})
+        if status == "ok" and final.get("similarity_rows"):  # before the trial row
+            rows = json.loads(final["similarity_rows"])
+            store.write_similarity(self.results_dir, config.trial_id, rows)
+        store.write_trial(self.results_dir, row, store.epoch_rows(config, reports))
+        if status == "ok":
+            self.summary.ok += 1
+            self.summary.examples_per_s.append(row["train_examples_per_s"])
+        else:
+            self.summary.failed += 1
+        _drop_checkpoint(trial)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._write(trial, "ok", None)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._write(trial, "error", _error_text(trial))
+
+
+def _drop_checkpoint(trial) -> None:
+    """A stored trial is never resumed: free its checkpoint (model + optimizer, ~1.3 GB for
+    bert-base) in Tune's storage."""
+    checkpoint = trial.checkpoint
+    if checkpoint is None:
+        return
+    try:
+        checkpoint.filesystem.delete_dir(checkpoint.path)
+    except OSError as e:  # already gone, or storage unreachable: only disk space is at stake
+        log.warning("could not delete checkpoint %s: %s", checkpoint.path, e)
+
+
+def _error_text(trial) -> str:
+    path = getattr(trial, "error_file", None)
+    if path and os.path.exists(path):
+        lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
+        # The exception line is last; keep a little context for debugging.
+        return "\n".join(lines[-3:])
+    return "trial failed (no error file)"
+
+
+# -- running ------------------------------------------------------------------------------
+def connect(plan: Plan) -> None:
+    """Join or start Ray and check that the cluster can place one trial of ``plan`` (raises
+    ``InputError`` otherwise: nothing has started yet)."""
+    cluster.connect_ray()
+    alive, scalable = cluster.inventory()
+    resources = plan.options.resources
+    cluster.check_resources(resources.cpus_per_trial, resources.gpus_per_trial, alive, scalable)
+    cluster.warn_if_storage_is_local(plan.storage, alive, scalable)
+
+
+def launch(plan: Plan) -> SweepSummary:
+    """Run every trial of ``plan`` not yet in the store through Ray Tune; return the counts."""
+    summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
+                           skipped=plan.skipped)
+    if not plan.todo:
+        return summary
+    connect(plan)
+    store.remove_partial_files(plan.results_dir)
+    options = plan.options
+    todo = {c.trial_id: c for c in plan.todo}
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, configs=todo,
+                             runtime=options.runtime(plan.data_dir, plan.results_dir)),
+        {"cpu": options.resources.cpus_per_trial, "gpu": options.resources.gpus_per_trial},
+    )
+    writer = StoreWriter(plan.results_dir, todo, summary,
+                         {m: s.num_layers for m, s in plan.shapes.items()})
+    tuner = tune.Tuner(
+        trainable,
+        param_space={"trial_id": tune.grid_search(list(todo))},
+        tune_config=tune.TuneConfig(reuse_actors=True),
+        run_config=tune.RunConfig(
+            name=f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+            storage_path=plan.storage,
+            failure_config=tune.FailureConfig(max_failures=options.max_failures),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+            callbacks=[writer, *options.callbacks],
+            verbose=1,
+        ),
+    )
+    start = time.perf_counter()
+    tuner.fit()
+    summary.wall_time_s = time.perf_counter() - start
+    return summary
+
+
+def run_sweep(
+    configs: list[TrialConfig],
+    options: RunOptions | None = None,
+    *,
+    shapes: dict[str, ModelShape] | None = None,
+    dry_run: bool = False,
+    calibrate: bool = False,
+    out: TextIO | None = None,
+) -> SweepSummary:
+    """Plan ``configs``, print the grid, and run what the store lacks (or, with ``dry_run``,
+    print the estimated cost and run nothing; ``calibrate`` measures the per-token cost on
+    this device first). Returns the counts of what happened."""
+    out = out or sys.stdout
+    plan = make_plan(configs, options or RunOptions(), shapes)
+    print(describe(plan.configs), file=out)
+    if plan.skipped:
+        print(f"{plan.skipped} trials already in {plan.results_dir}: skipped", file=out)
+    if dry_run:
+        summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
+                               skipped=plan.skipped, dry_run=True)
+        print(summary, file=out)
+        print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,
+                                  calibrate_here=calibrate,
+                                  use_gpu=plan.options.resources.gpus_per_trial > 0), file=out)
+        return summary
+    summary = launch(plan)
+    print(summary, file=out)
+    return summary

@@ -1,0 +1,222 @@
+"""One trial: build the model from its ``TrialConfig``, train it, report every epoch.
+
+The config picks the mode: finetuning (optionally after an intermediate task, 001 Exp 1) or a
+linear probe on a frozen layer (003 §3).
+
+``run_trial`` is the Ray Tune function trainable; ``execute`` does the same work without Ray
+(tests, benchmarks, debugging one config). Each epoch's report is a flat dict that the
+driver turns into store rows (``reinit_tune.sweep.runner.StoreWriter``).
+
+Long trials checkpoint: an epoch that took at least ``checkpoint_after_s`` seconds (and is
+not the last) is reported with a Tune checkpoint of the full training state, so a trial whose
+worker dies (a preempted node) is retried by Tune from its last checkpointed epoch instead of
+from scratch. Short trials skip checkpoints: rerunning them costs less than writing them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import platform
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import accelerate
+import torch
+import transformers
+
+import reinit_tune
+from reinit_tune import data
+from reinit_tune.config import TrialConfig
+from reinit_tune.model.build import build_model
+from reinit_tune.model.surgery import layer_stack
+from reinit_tune.similarity.layers import BATCH_SIZE, compare_models, json_safe
+from reinit_tune.sweep.options import SimilarityOptions, TrialRuntime
+from reinit_tune.training import sequential
+from reinit_tune.training.finetune import finetune_config
+from reinit_tune.training.loop import EpochResult, Optimization, TrainSetup
+from reinit_tune.training.probe import train_probe
+
+STATE_FILE = "train_state.pt"
+
+
+def library_versions() -> str:
+    versions = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "accelerate": accelerate.__version__,
+        "reinit_tune": reinit_tune.__version__,
+    }
+    try:
+        import ray
+
+        versions["ray"] = ray.__version__
+    except ImportError:  # execute() without Ray installed
+        pass
+    return json.dumps(versions, sort_keys=True)
+
+
+def epoch_report(
+    config: TrialConfig, result: EpochResult, setup: TrainSetup, setup_time_s: float
+) -> dict[str, Any]:
+    spec = config.task_spec
+    return {
+        "epoch": result.epoch,
+        "train_loss": result.train_loss,
+        "eval_loss": result.eval_loss,
+        **{f"eval_{name}": value for name, value in result.metrics.items()},
+        "score": result.metrics[spec.primary],
+        "train_time_s": result.train_time_s,
+        "eval_time_s": result.eval_time_s,
+        "train_examples_per_s": result.train_examples_per_s,
+        "train_examples": result.train_examples,
+        "setup_time_s": setup_time_s,
+        "device": setup.device,
+        "precision_used": setup.precision,
+    }
+
+
+def wants_checkpoint(result: EpochResult, epochs: int, checkpoint_after_s: float) -> bool:
+    """Checkpoint after an epoch that took ``checkpoint_after_s`` or longer, unless it was the
+    last one (a finished trial is stored, never resumed)."""
+    return result.epoch < epochs and result.train_time_s + result.eval_time_s >= checkpoint_after_s
+
+
+def execute(
+    config: TrialConfig,
+    *,
+    data_dir: str | None = None,
+    use_gpu: bool = True,
+    report: Callable[[dict[str, Any], dict | None], None] | None = None,
+    resume: dict | None = None,
+    checkpoint_after_s: float = math.inf,
+    similarity: SimilarityOptions | None = None,
+    model_dir: str | None = None,
+) -> list[dict[str, Any]]:
+    """Run one trial and return its per-epoch reports.
+
+    Each report goes to ``report(record, state)``; ``state`` is the resumable training state
+    (``reinit_tune.training.loop.training_state``) when ``wants_checkpoint`` says so, else
+    None. ``resume`` continues from such a state: only the epochs after it run and are
+    returned. With ``similarity`` the final epoch's report carries ``similarity_rows`` (JSON,
+    one row per layer, ``reinit_tune.similarity.layers``); with ``model_dir`` the finetuned
+    model and its tokenizer are saved there (``save_pretrained``).
+    """
+    start = time.perf_counter()
+    train, dev = data.train_and_dev(
+        config.task, config.model, config.max_seq_length, config.train_size, config.seed, data_dir
+    )
+    if config.intermediate_task is not None:
+        model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu)
+    else:
+        model = build_model(config)
+    num_layers = len(layer_stack(model))
+    reference = copy.deepcopy(model) if similarity is not None else None
+    setup_time = time.perf_counter() - start
+    reports: list[dict[str, Any]] = []
+
+    def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
+        record = epoch_report(config, result, setup, setup_time)
+        record["num_layers"] = num_layers
+        record["resumed_from_epoch"] = resume["epoch"] if resume else 0
+        if result.epoch == config.epochs:  # the model is final: measure and save it now
+            if reference is not None:
+                record["similarity_rows"] = json.dumps(
+                    final_similarity(model, reference, dev, similarity))
+            if model_dir is not None:
+                save_model(model, config.model, model_dir)
+        reports.append(record)
+        if report is not None:
+            checkpoint = wants_checkpoint(result, config.epochs, checkpoint_after_s)
+            report(record, setup.state() if checkpoint and setup.state else None)
+
+    run = dict(use_gpu=use_gpu, on_epoch=on_epoch, resume=resume)
+    if config.probe_layer is not None:
+        train_probe(model, train, dev, layer=config.probe_layer, task=config.task,
+                    opt=Optimization.of(config), **run)
+    else:
+        finetune_config(model, train, dev, config, **run)
+    return reports
+
+
+def final_similarity(model, reference, dev: data.Encoded, options: SimilarityOptions) -> list:
+    """``compare_models`` on the first ``options.examples`` dev examples, length-batched."""
+    n = len(dev) if options.examples is None else min(options.examples, len(dev))
+    subset = dev.select(range(n))
+    order = sorted(range(n), key=lambda i: len(subset.input_ids[i]))
+    batches = (subset.collate(order[i : i + BATCH_SIZE]) for i in range(0, n, BATCH_SIZE))
+    return json_safe(compare_models(model, reference, batches,
+                                    layer_replacement=options.layer_replacement))
+
+
+def save_model(model, model_name: str, path: str) -> None:
+    """``save_pretrained`` the model and tokenizer to ``path``, atomically (a crash leaves
+    no half-written folder; a re-run replaces an earlier save)."""
+    dest = os.path.abspath(path)
+    tmp = os.path.join(os.path.dirname(dest), f".{os.path.basename(dest)}.{uuid.uuid4().hex}")
+    try:
+        model.save_pretrained(tmp)
+        data.load_tokenizer(model_name).save_pretrained(tmp)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.replace(tmp, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_state(state: dict, folder: str | Path) -> None:
+    torch.save(state, Path(folder) / STATE_FILE)
+
+
+def load_state(folder: str | Path) -> dict:
+    return torch.load(Path(folder) / STATE_FILE, map_location="cpu", weights_only=True)
+
+
+def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
+              runtime: TrialRuntime) -> None:
+    """Ray Tune function trainable. ``params["trial_id"]`` picks the config from ``configs``
+    (shipped once through the object store by ``tune.with_parameters``, with the run's
+    ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one."""
+    import ray  # here, not above: ``execute`` runs without Ray (benchmarks, a GPU box)
+    from ray import tune
+
+    config = configs[params["trial_id"]]
+    context = ray.get_runtime_context()
+    assigned = context.get_assigned_resources()
+    # Ray pins OMP threads per worker; torch must match the CPUs this trial was given.
+    torch.set_num_threads(max(1, int(assigned.get("CPU", 1))))
+    static = {"node_id": context.get_node_id(), "hostname": socket.gethostname(),
+              "versions": library_versions()}
+    resume = None
+    if (checkpoint := tune.get_checkpoint()) is not None:
+        with checkpoint.as_directory() as folder:
+            resume = load_state(folder)
+
+    def report(record: dict[str, Any], state: dict | None) -> None:
+        if state is None:
+            tune.report({**record, **static})
+            return
+        with tempfile.TemporaryDirectory(prefix="reinit-tune-ckpt-") as folder:
+            save_state(state, folder)  # Tune copies the folder to storage before returning
+            tune.report({**record, **static},
+                        checkpoint=tune.Checkpoint.from_directory(folder))
+
+    execute(
+        config,
+        data_dir=runtime.data_dir,
+        use_gpu=assigned.get("GPU", 0) > 0,
+        report=report,
+        resume=resume,
+        checkpoint_after_s=runtime.checkpoint_after_s,
+        similarity=runtime.similarity,
+        model_dir=(os.path.join(runtime.models_dir, config.trial_id) if runtime.models_dir
+                   else None),
+    )

@@ -1,0 +1,95 @@
+"""The one-command report on a store made by a tiny real sweep (with --similarity, through
+Ray Tune), then with every other experiment family added as synthetic rows."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from reinit_tune import families, store
+from reinit_tune.families import Grid
+from reinit_tune.sweep.options import RunOptions, SimilarityOptions
+from reinit_tune.sweep.runner import run_sweep
+from tests.helpers import REPO, SyntheticStore, cli, permutation_store
+
+pytestmark = pytest.mark.ray
+L = 6
+
+
+def images(page: str) -> int:
+    return len(re.findall(r'src="data:image/png;base64,[A-Za-z0-9+/=]{1000,}"', page))
+
+
+def add_every_other_family(synth: SyntheticStore) -> None:
+    for k in (0, 6):
+        synth.add("progressive", "sst2", 0.6 + 0.03 * k, reinit_layers=range(k, L))
+        synth.add("variants", "sst2", 0.6 + 0.03 * k, reinit_layers=range(k, L),
+                  reinit_lr_multiplier=5.0)
+        synth.add("variants", "sst2", 0, reinit_layers=range(k, L), epochs=2,
+                  epoch_scores=[0.5, 0.6])
+    for layer in range(L + 1):
+        synth.add("probing", "sst2", 0.5 + 0.03 * layer, train_size=None, probe_layer=layer)
+    synth.add("localized", "qnli", 0.8)
+    synth.add("localized", "qnli", 0.6, reinit_layers=range(L))
+    synth.add("localized", "qnli", 0.7, reinit_layers=range(3))
+    synth.add("localized", "qnli", 0.65, reinit_layers=range(1, 4))
+    synth.add("single_layer", "cola", 0.5, reinit_layers=[2])
+    permutation_store(synth)
+    synth.add("heads", "stsb", 0.8)
+    synth.add("heads", "stsb", 0.79, reinit_heads=((0, 3),))
+    synth.add("sequential", "rte", 0.6, train_size=None)
+    synth.add("sequential", "rte", 0.62, train_size=None, intermediate_task="mrpc")
+
+
+def test_report_from_a_real_sweep_then_with_every_family(ray_local, tiny_bert, glue_dir,
+                                                         tmp_path, capsys):
+    results = tmp_path / "results"
+    configs = families.get("progressive").configs(
+        Grid(tiny_bert, tasks=("rte",), sizes=(16,), seeds=1, epochs=1, lr=1e-4,
+             data_dir=str(glue_dir)), k=[0, 4])
+    options = RunOptions(results_dir=results, data_dir=str(glue_dir), max_failures=0,
+                         similarity=SimilarityOptions(examples=12))
+    summary = run_sweep(configs, options)
+    assert (summary.ok, summary.failed) == (2, 0)
+    sim = store.load_similarity(results)
+    assert len(sim) == 2 * 5 and set(sim["trial_id"]) == {c.trial_id for c in configs}
+    assert sim["svcca_distance"].between(0, 1).all() and (sim["examples"] == 12).all()
+    again = run_sweep(configs, options)
+    assert again.skipped == 2  # similarity rows are there: nothing to redo
+
+    code, out = cli(capsys, "report", "--results", str(results))
+    assert code == 0, out
+    page = (results / "report" / "report.html").read_text()
+    drawn = {"progressive", "small_data", "similarity_by_size", "similarity_by_task"}
+    for name in drawn:
+        assert (results / "report" / f"{name}.png").stat().st_size > 5_000
+        assert (results / "report" / f"{name}.pdf").exists()
+    assert images(page) == 4
+    assert "not drawn: no permutation trials in the store" in out
+    assert "Not drawn" in page and "reinit-tune sweep heads" in page and "torch" in page
+    assert "not in the store: probing, small_data, localized" in page
+
+    synth = SyntheticStore(results)
+    add_every_other_family(synth)
+    full = tmp_path / "full"
+    code, out = cli(capsys, "report", "--results", str(results), "--out", str(full))
+    assert code == 0, out
+    page = (full / "report.html").read_text()
+    assert images(page) == 11 and "Not drawn" not in page
+    for key in ("progressive", "small_data", "localized", "single_layer", "permutations",
+                "variants", "epochs", "heads", "sequential", "similarity"):
+        assert f"id='{key}'" in page
+    assert "Table 1: paired correlations" in page and "Per head, over the layers" in page
+    assert "not in the store: small_data<" in page  # drawn from the 16-example runs
+
+    figures = subprocess.run([sys.executable, "analysis/figures.py", "permutations",
+                              "--results", str(results)], cwd=REPO, capture_output=True,
+                             text=True, timeout=300)
+    assert figures.returncode == 0, figures.stderr[-3000:]
+    printed = figures.stdout
+    assert "Table 1: paired correlations" in printed and "spearman_p" in printed
+    assert (results / "figures" / "permutations.png").is_file()
+    assert not (results / "figures" / "heads.png").exists()

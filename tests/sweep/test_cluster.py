@@ -1,0 +1,141 @@
+"""The cluster: cluster.yaml passes Ray's own cluster-config validation, capacity
+checks read the autoscaler's node types, and one sweep command runs across two Ray nodes."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+
+import pytest
+import yaml
+
+from reinit_tune import store
+from reinit_tune.errors import InputError
+from reinit_tune.sweep import cluster
+from tests.helpers import NODE_RESOURCES, REPO, two_node_cluster
+
+CLUSTER_YAML = REPO / "cluster.yaml"
+
+
+def load_cluster_yaml() -> dict:
+    return yaml.safe_load(CLUSTER_YAML.read_text())
+
+
+def gcp_variant(aws: dict) -> dict:
+    """cluster.yaml with its commented GCP block swapped in, as its comment says to do."""
+    text = CLUSTER_YAML.read_text().split("# --- GCP variant", 1)[1]
+    block = "\n".join(ln[2:] for ln in text.splitlines() if ln.startswith("#   ")
+                      or re.match(r"# [a-z_]+:", ln))
+    config = {**copy.deepcopy(aws), **yaml.safe_load(block)}
+    setup = config["setup_commands"]
+    config["setup_commands"] = [c.replace("s3://", "gs://") for c in setup]
+    return config
+
+
+@pytest.mark.parametrize("variant", ["aws", "gcp"])
+def test_cluster_yaml_passes_rays_cluster_config_validation(variant):
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = load_cluster_yaml()
+    if variant == "gcp":
+        config = gcp_variant(config)
+    assert config["provider"]["type"] == variant
+    # What `ray up` does before it talks to the cloud: merge the provider's defaults, then
+    # check the result against Ray's JSON schema and its cross-field rules.
+    prepared = prepare_config(config)
+    validate_config(prepared)
+    workers = {n: t for n, t in prepared["available_node_types"].items()
+               if n != prepared["head_node_type"]}
+    assert all(t["min_workers"] == 0 and t["max_workers"] > 0 for t in workers.values())
+    assert all(t["resources"].get("GPU", 0) >= 1 for t in workers.values())
+    assert prepared["available_node_types"][prepared["head_node_type"]]["resources"] == {"CPU": 0}
+    with pytest.raises(Exception, match="setup_comands"):  # the validation is not a rubber stamp
+        validate_config({**prepared, "setup_comands": []})
+
+
+def test_cluster_yaml_installs_this_project_with_pinned_dependencies():
+    config = load_cluster_yaml()
+    assert config["file_mounts"]["~/reinit-tune"] == "."
+    setup = "\n".join(config["setup_commands"])
+    assert "-c ~/reinit-tune/cluster-constraints.txt" in setup
+    assert '-e "$HOME/reinit-tune[embedded]"' in setup
+    assert re.search(r"REINIT_TUNE_STORAGE=s3://\S+", setup)
+    assert "RAY_AUTH_MODE=token" in setup and "~/.ray/auth_token" in config["file_mounts"]
+    pins = dict(
+        ln.split("==") for ln in (REPO / "cluster-constraints.txt").read_text().splitlines()
+        if ln and not ln.startswith("#")
+    )
+    wanted = [r for r in metadata.requires("reinit-tune")
+              if "extra ==" not in r or 'extra == "embedded"' in r]
+    names = {re.split(r"[\[<>=!~; ]", dep)[0] for dep in wanted}
+    assert names <= set(pins), f"not pinned: {sorted(names - set(pins))}"
+
+
+def test_capacity_check_reads_the_autoscalers_node_types(caplog):
+    scalable = cluster.autoscaler_node_types(CLUSTER_YAML)  # the file ray up installs
+    assert scalable == {"head": {"CPU": 0.0}, "gpu_worker": {"CPU": 16.0, "GPU": 1.0},
+                        "gpu_worker_8x": {"CPU": 96.0, "GPU": 8.0}}
+    head_only = [{"CPU": 0.0}]  # before the first worker starts
+    with caplog.at_level("INFO", logger="reinit_tune"):
+        cluster.check_resources(4, 0.25, head_only, scalable)
+    assert "the autoscaler will start one of ['gpu_worker', 'gpu_worker_8x']" in caplog.text
+    cluster.check_resources(12, 8, head_only, scalable)
+    with pytest.raises(InputError, match="exceeds the 8 GPUs of the largest node"):
+        cluster.check_resources(1, 9, head_only, scalable)
+    with pytest.raises(InputError, match="asks for GPUs but the Ray cluster has none and its "
+                                         "autoscaler can start none"):
+        cluster.check_resources(1, 1, head_only, {"head": {"CPU": 0.0},
+                                                  "cpu_worker": {"CPU": 32.0}})
+    with caplog.at_level("WARNING", logger="reinit_tune"):
+        cluster.check_resources(1, 1, head_only, {"gpu_worker": None})  # auto-detected later
+    assert "leave resources to auto-detection" in caplog.text
+
+
+def nodes_of(address: str) -> dict[str, dict]:
+    """node id → resources, once both nodes have joined (asked from a separate driver)."""
+    script = (
+        "import json, sys, time, ray\n"
+        "ray.init(address=sys.argv[1], logging_level='error')\n"
+        "for _ in range(240):\n"
+        "    nodes = [n for n in ray.nodes() if n['Alive']]\n"
+        "    if len(nodes) == 2:\n"
+        "        break\n"
+        "    time.sleep(0.5)\n"
+        "print(json.dumps({n['NodeID']: n['Resources'] for n in nodes}))\n"
+    )
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    out = subprocess.run([sys.executable, "-c", script, address], env=env, text=True,
+                         capture_output=True, timeout=180)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.ray
+def test_one_sweep_command_runs_across_two_nodes(tiny_bert, glue_dir, tmp_path):
+    results = tmp_path / "results"
+    with two_node_cluster() as address:
+        nodes = nodes_of(address)
+        assert sorted(r for res in nodes.values() for r in res if r.startswith("rt_")) == sorted(
+            NODE_RESOURCES)
+        env = {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "disabled",
+               "REINIT_TUNE_DATA": str(glue_dir)}
+        sweep = subprocess.run(
+            [sys.executable, "sweeps/progressive.py", "--model", tiny_bert, "--tasks", "rte",
+             "--sizes", "64", "--seeds", "2", "--epochs", "1", "--k", "0", "4",
+             "--results", str(results), "--storage", str(tmp_path / "tune"),
+             "--cpus-per-trial", "1"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=400,
+        )
+    out = sweep.stdout + sweep.stderr
+    assert sweep.returncode == 0, out[-4000:]
+    assert f"joining the Ray cluster at RAY_ADDRESS={address}" in out
+    assert "4 ran ok, 0 failed" in out
+    trials = store.load_trials(results)
+    assert len(trials) == 4 and set(trials["status"]) == {"ok"}
+    assert set(trials["node_id"]) == set(nodes)  # both nodes ran trials
+    assert (tmp_path / "tune").is_dir()  # Tune's storage_path was --storage

