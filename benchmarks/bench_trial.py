@@ -90,9 +90,10 @@ def run_hf(config, way: str, *, use_gpu: bool, out_dir: Path) -> Run:
     from reinit_tune import data, metrics
     from reinit_tune.model.build import build_model
 
-    train, dev = data.train_and_dev(
+    train, devs = data.train_and_devs(
         config.task, config.model, config.max_seq_length, config.train_size, config.seed
     )
+    dev = devs[config.task_spec.dev_splits[0]]
     classic = way == "a"
     pad_to = config.max_seq_length if classic else None
     on_gpu = use_gpu and torch.cuda.is_available()

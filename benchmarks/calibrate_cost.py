@@ -35,10 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     from reinit_tune.sweep import cost
 
     if args.tokens:
+        from reinit_tune.tasks import get_task
+
         for task in args.tasks:
-            t = cost.task_tokens(task, args.model)
-            print(f'    "{task}": TaskTokens({t.grouped:.2f}, {t.shuffled:.2f}, {t.dev:.2f}),',
-                  flush=True)
+            qa = get_task(task).is_qa
+            t = cost.task_tokens(task, args.model, length=384 if qa else 128)
+            windows = (f", windows={t.windows:.3f}, dev_windows={t.dev_windows:.3f}, "
+                       f"length={t.length}" if qa else "")
+            print(f'    "{task}": TaskTokens({t.grouped:.2f}, {t.shuffled:.2f}, '
+                  f'{t.dev:.2f}{windows}),', flush=True)
     for text in args.shapes:
         layers, hidden = (int(x) for x in text.lower().split("x"))
         shape = ModelShape(layers, max(1, hidden // 64), hidden)

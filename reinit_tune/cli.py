@@ -4,6 +4,7 @@
     reinit-tune families [--markdown]      list the families, their sources and trial counts
     reinit-tune report [--results DIR]     every figure and table the store supports, as HTML
     reinit-tune compare MODEL_A MODEL_B    two models compared layer by layer
+    reinit-tune consistency                every pair of seeds and of tasks of a store (002)
 
 ``sweeps/<family>.py`` scripts call ``sweep_main`` with their family's name, so
 ``python sweeps/progressive.py ...`` and ``reinit-tune sweep progressive ...`` are the same
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 
 from reinit_tune import families
-from reinit_tune.config import INIT_SCHEMES, PRECISIONS
+from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES
 from reinit_tune.env import HUB
 from reinit_tune.errors import InputError
 from reinit_tune.families.base import Family, Grid, parse_size
@@ -50,6 +51,11 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         return text
 
 
+def _escape(text: str) -> str:
+    """Help strings go through %-formatting (argparse): keep a literal % (100%) as it is."""
+    return text.replace("%", "%%")
+
+
 def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -60,24 +66,48 @@ def positive_int(text: str) -> int:
 # -- sweep ----------------------------------------------------------------------------------
 def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     """The flags every sweep shares, with ``family``'s defaults, then the family's own."""
-    common = p.add_argument_group("what to train")
-    common.add_argument("--model", default=DEFAULT_MODEL,
+    training, run_defaults = family.training, family.run
+    def shown(value) -> str:
+        return " ".join("full" if v is None else f"{v:g}" for v in value) \
+            if isinstance(value, tuple) else f"{value:g}"
+
+    per_task = "; ".join(
+        f"{task}: " + ", ".join(f"{k.replace('_', ' ')} {shown(v)}"
+                                for k, v in vars(own).items() if v is not None)
+        for task, own in family.per_task.items())
+    common = p.add_argument_group(
+        "what to train" + (f" (per task unless set here: {per_task})" if per_task else ""))
+    common.add_argument("--model", default=None,
                         help=f"hub id, local save_pretrained folder, or {EMBEDDED_MODEL} "
-                             "(the embedded 6-layer MiniLM)")
+                             f"(the embedded 6-layer MiniLM) (default: {family.model})")
     common.add_argument("--tasks", nargs="+", default=list(family.tasks), choices=sorted(TASKS),
                         metavar="TASK", help=f"GLUE tasks, of: {' '.join(sorted(TASKS))}")
-    common.add_argument("--sizes", nargs="+", type=parse_size, default=list(family.sizes),
-                        help="train subset sizes: counts, fractions in (0,1), or 'full'")
+    sizes = " ".join("full" if v is None else str(v) for v in family.sizes)
+    common.add_argument("--sizes", nargs="+", type=parse_size, default=None,
+                        help="train subset sizes: counts, fractions in (0,1), or 'full' "
+                             f"(default: {sizes}{' unless set per task' if per_task else ''})")
     common.add_argument("--seeds", type=positive_int, default=None,
-                        help="runs per setting, seeds 0..N-1 (default: 50 at <=500 examples, "
-                             "else 3)")
-    common.add_argument("--epochs", type=int, default=family.epochs,
-                        help="training epochs" if family.epochs is not None
+                        help="runs per setting, seeds 0..N-1 (default: "
+                             + (str(family.seeds) if family.seeds
+                                else "50 at <=500 examples, else 3") + ")")
+    common.add_argument("--epochs", type=int, default=None,
+                        help=f"training epochs (default: {family.epochs})"
+                        if family.epochs is not None
                         else "finetuning epochs (default: 5 at <=500 examples, else 3)")
-    common.add_argument("--lr", type=float, default=2e-5, help="peak learning rate of AdamW")
-    common.add_argument("--batch-size", type=int, default=8, help="training batch size")
-    common.add_argument("--max-seq-length", type=int, default=128,
-                        help="longer inputs are truncated")
+    common.add_argument("--lr", type=float, default=None,
+                        help=f"peak learning rate of AdamW (default: {training.lr:g})")
+    common.add_argument("--batch-size", type=int, default=None,
+                        help=f"training batch size (default: {training.batch_size})")
+    common.add_argument("--max-seq-length", type=int, default=None,
+                        help="longer inputs are truncated (default: "
+                             f"{training.max_seq_length})")
+    common.add_argument("--schedule", choices=SCHEDULES, default=None,
+                        help="learning-rate schedule: linear decay (after --warmup-ratio) or "
+                             "002's slanted triangular (default: "
+                             f"{training.schedule})")
+    common.add_argument("--warmup-ratio", type=float, default=None,
+                        help="share of the steps the linear schedule warms up over "
+                             f"(default: {training.warmup_ratio:g})")
     common.add_argument("--precision", choices=PRECISIONS, default="fp32",
                         help="bf16 autocasts on GPUs that support it and on CPU")
     common.add_argument("--init-scheme", choices=INIT_SCHEMES, default="bert",
@@ -96,6 +126,9 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
         own = p.add_argument_group(f"{family.name} grid")
         for flag in family.flags:
             flag.add_to(own)
+    for action in p._actions:  # per-task defaults and titles may hold a literal %
+        if action.help and "%" in action.help and "%(" not in action.help:
+            action.help = _escape(action.help)
     run = p.add_argument_group("how to run")
     run.add_argument("--data-dir", default=None,
                      help="folder with <task>/{train,validation}.parquet, or 'hub:' for the "
@@ -120,20 +153,26 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     run.add_argument("--calibrate", action="store_true",
                      help="with --dry-run: measure the per-token cost on this device (a short "
                           "synthetic run) instead of using the recorded table")
-    extra = p.add_argument_group("measurements at the end of each trial")
-    extra.add_argument("--similarity", action="store_true",
+    extra = p.add_argument_group("measurements of each trial")
+    on_off = argparse.BooleanOptionalAction
+    extra.add_argument("--similarity", action=on_off, default=run_defaults.similarity,
                        help="compare the finetuned model with its pre-finetuning state per "
                             "layer (weight distances, attention JS, SVCCA, CKA) into "
                             "RESULTS/similarity/")
-    extra.add_argument("--similarity-examples", type=int, default=None,
-                       help="dev examples compared by --similarity (default: the whole dev "
-                            "split)")
-    extra.add_argument("--layer-replacement", action="store_true",
+    extra.add_argument("--similarity-examples", type=int,
+                       default=run_defaults.similarity_examples,
+                       help="dev examples compared by --similarity (default: "
+                            f"{run_defaults.similarity_examples or 'the whole dev split'})")
+    extra.add_argument("--layer-replacement", action=on_off,
+                       default=run_defaults.layer_replacement,
                        help="with --similarity, also 002's layer replacement (one forward "
                             "pass per layer)")
-    extra.add_argument("--save-model", action="store_true",
+    extra.add_argument("--save-model", action=on_off, default=run_defaults.save_model,
                        help="save each finetuned model to RESULTS/models/<trial_id>/ (compare "
-                            "two with reinit-tune compare)")
+                            "two with reinit-tune compare or reinit-tune consistency)")
+    extra.add_argument("--log-every", type=int, default=run_defaults.log_every,
+                       help="store the training loss of every N-th step in RESULTS/steps/ "
+                            "(0: none)")
 
 
 def sweep_parser(family: Family, prog: str | None = None) -> argparse.ArgumentParser:
@@ -145,13 +184,15 @@ def sweep_parser(family: Family, prog: str | None = None) -> argparse.ArgumentPa
     return p
 
 
-def grid_of(args: argparse.Namespace) -> Grid:
-    """The ``Grid`` the common sweep flags describe."""
+def grid_of(args: argparse.Namespace, family: Family) -> Grid:
+    """The ``Grid`` the common sweep flags describe (None: the family's default)."""
+    model = args.model or family.model
     return Grid(
-        model=args.model, shape=shape_for(args.model, args.num_layers, args.num_heads),
-        tasks=tuple(args.tasks), sizes=tuple(args.sizes), seeds=args.seeds, epochs=args.epochs,
-        data_dir=args.data_dir, lr=args.lr, batch_size=args.batch_size,
-        max_seq_length=args.max_seq_length, precision=args.precision,
+        model=model, shape=shape_for(model, args.num_layers, args.num_heads),
+        tasks=tuple(args.tasks), sizes=tuple(args.sizes) if args.sizes else None,
+        seeds=args.seeds, epochs=args.epochs, data_dir=args.data_dir, lr=args.lr,
+        batch_size=args.batch_size, max_seq_length=args.max_seq_length,
+        schedule=args.schedule, warmup_ratio=args.warmup_ratio, precision=args.precision,
         init_scheme=args.init_scheme, length_grouped=args.length_grouped,
     )
 
@@ -159,14 +200,17 @@ def grid_of(args: argparse.Namespace) -> Grid:
 def run_options(args: argparse.Namespace) -> RunOptions:
     """The ``RunOptions`` the run flags describe."""
     similarity = None
-    if args.similarity or args.layer_replacement or args.similarity_examples is not None:
+    if args.similarity_examples is not None and args.similarity_examples < 1:
+        raise InputError(f"--similarity-examples: must be a positive count, got "
+                         f"{args.similarity_examples}")
+    if args.similarity or args.layer_replacement:
         similarity = SimilarityOptions(args.similarity_examples, args.layer_replacement)
     return RunOptions(
         results_dir=Path(args.results), data_dir=args.data_dir,
         resources=Resources(args.cpus_per_trial, args.gpus_per_trial),
         max_failures=args.max_failures, storage=args.storage,
         checkpoint_after_s=args.checkpoint_after_s, similarity=similarity,
-        save_model=args.save_model,
+        save_model=args.save_model, log_every=args.log_every,
     )
 
 
@@ -180,7 +224,7 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        grid = grid_of(args)
+        grid = grid_of(args, family)
         configs = family.configs(grid, **{f.dest: getattr(args, f.dest) for f in family.flags})
         plan = make_plan(configs, run_options(args), {grid.model: grid.shape})
         print(describe(plan.configs))
@@ -220,28 +264,31 @@ def sweep_main(name: str, argv: list[str] | None = None, prog: str | None = None
 
 # -- families -------------------------------------------------------------------------------
 def family_table(markdown: bool = False) -> str:
-    """Every family with its paper source and the trial count of its default grid on
-    bert-base-uncased with the official GLUE split sizes."""
+    """Every family with its paper source and the trial count of its default grid on its
+    default model with the official split sizes."""
     rows = []
     quiet = logging.getLogger("reinit_tune")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # the grids' "skipping train sizes" notes are expected here
     try:
         for family in families.all_families():
-            count = len(family.configs(Grid(DEFAULT_MODEL, data_dir=HUB)))
-            rows.append((family.name, family.source, family.title, family.fields, count))
+            count = len(family.configs(Grid(data_dir=HUB)))
+            rows.append((family.name, family.source, family.title, family.fields, count,
+                         family.model))
     finally:
         quiet.setLevel(level)
     if markdown:
-        lines = ["| family | what | source | config fields | default trials |",
+        lines = ["| family | what | source | config fields | default trials (model) |",
                  "|---|---|---|---|---|"]
-        lines += [f"| `{n}` | {t} | {s} | {f} | {c:,} |" for n, s, t, f, c in rows]
+        lines += [f"| `{n}` | {t} | {s} | {f} | {c:,} ({m}) |" for n, s, t, f, c, m in rows]
         return "\n".join(lines)
     width = max(len(r[0]) for r in rows)
     lines = [f"{'family':<{width}}  {'trials':>6}  source / what"]
-    lines += [f"{n:<{width}}  {c:>6}  {s}: {t}" for n, s, t, _, c in rows]
-    lines.append(f"trials: the default grid on {DEFAULT_MODEL} with the official GLUE split "
-                 "sizes; `reinit-tune sweep <family> --dry-run` shows a grid")
+    lines += [f"{n:<{width}}  {c:>6}  {s}: {t}" + ("" if m == DEFAULT_MODEL else f" [{m}]")
+              for n, s, t, _, c, m in rows]
+    lines.append(f"trials: the default grid on the family's model ({DEFAULT_MODEL} unless "
+                 "named) with the official split sizes; `reinit-tune sweep <family> "
+                 "--dry-run` shows a grid")
     return "\n".join(lines)
 
 
@@ -283,8 +330,8 @@ def parser() -> argparse.ArgumentParser:
     by_family = sweep.add_subparsers(dest="family", required=True, metavar="FAMILY")
     for family in families.all_families():
         add_sweep_flags(by_family.add_parser(
-            family.name, help=f"{family.title} ({family.source})", formatter_class=_Help,
-            description=f"{family.title} ({family.source})."), family)
+            family.name, help=_escape(f"{family.title} ({family.source})"),
+            formatter_class=_Help, description=f"{family.title} ({family.source})."), family)
 
     listing = commands.add_parser("families", help="list the experiment families",
                                   description=family_table.__doc__)
@@ -320,7 +367,39 @@ def parser() -> argparse.ArgumentParser:
                               "model_a)")
     compare.add_argument("--out", default="similarity",
                          help="folder for the CSV and the figure")
+
+    pairs = commands.add_parser(
+        "consistency", help="compare every pair of seeds and of tasks of a store (002 §5)",
+        formatter_class=_Help,
+        description="002 §5's consistency analyses: every two trials of the store that differ "
+                    "only in their seed, and every two that differ only in their task (and its "
+                    "hyperparameters), compared layer by layer on dev examples, into "
+                    "RESULTS/pairs/. Needs the trials' saved models (--save-model).")
+    pairs.add_argument("--results", default="results", help="results store folder")
+    pairs.add_argument("--examples", type=positive_int, default=200,
+                       help="dev examples of each task (002 §5.2 uses 200)")
+    pairs.add_argument("--experiment", default=None,
+                       help="only the trials of this family (default: every family)")
+    pairs.add_argument("--data-dir", default=None,
+                       help="data folder (default: $REINIT_TUNE_DATA, else the hub)")
     return p
+
+
+def consistency_command(args: argparse.Namespace) -> int:
+    from reinit_tune.similarity.pairs import consistency
+
+    results = Path(args.results)
+    if not results.is_dir():
+        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+        return 2
+    try:
+        done = consistency(results, examples=args.examples, data_dir=args.data_dir,
+                           experiment=args.experiment)
+    except (InputError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{done} pairs compared into {results / 'pairs'}; `reinit-tune report` draws them")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(sorted(keys))}", file=sys.stderr)
             return 2
         return report.run(Path(args.results), Path(args.out) if args.out else None, args.only)
+    if args.command == "consistency":
+        return consistency_command(args)
     return compare_command(args)
 
 

@@ -26,6 +26,12 @@ PRECISIONS = ("fp32", "bf16")
 # "bert": 003 App. A as written; "authors-code": what the 003 authors' released code does
 # (see ``reinit_tune.model.surgery`` and the README section "Initialization schemes").
 INIT_SCHEMES = ("bert", "authors-code")
+# "linear": decay to 0 after an optional linear warmup (run_glue's); "slanted-triangular":
+# Howard & Ruder 2018 (002 §2), see ``reinit_tune.training.loop.schedule_factor``.
+SCHEDULES = ("linear", "slanted-triangular")
+# Fields added after reinit-tune 0.1 are left out of a trial's identity while they hold their
+# default, so every trial id of an earlier version stays what it was.
+LATER_FIELDS = ("schedule", "warmup_ratio")
 
 
 def _freeze(value: Any) -> Any:
@@ -74,6 +80,9 @@ class TrialConfig:
     it changes which examples share a batch, so it is part of the trial's identity. The
     default False is run_glue's uniform shuffling (what 003 ran, and what trials stored before
     the field existed computed); the sweep scripts turn it on (``--no-length-grouped``).
+
+    ``schedule`` is the learning-rate schedule (``SCHEDULES``); ``warmup_ratio`` the share of
+    the steps over which the linear schedule warms up from 0 (transformers' ``warmup_ratio``).
     """
 
     model: str
@@ -95,15 +104,18 @@ class TrialConfig:
     init_scheme: str = "bert"
     probe_layer: int | None = None
     intermediate_task: str | None = None
+    schedule: str = "linear"
+    warmup_ratio: float = 0.0
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
             object.__setattr__(self, f.name, _freeze(getattr(self, f.name)))
         object.__setattr__(self, "reinit_layers", tuple(sorted(self.reinit_layers)))
         object.__setattr__(self, "reinit_heads", tuple(sorted(self.reinit_heads)))
-        if isinstance(self.reinit_lr_multiplier, int) and not isinstance(
-                self.reinit_lr_multiplier, bool):
-            object.__setattr__(self, "reinit_lr_multiplier", float(self.reinit_lr_multiplier))
+        for name in ("reinit_lr_multiplier", "warmup_ratio"):
+            value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                object.__setattr__(self, name, float(value))
         self._validate()
 
     # -- validation -------------------------------------------------------------------------
@@ -189,6 +201,18 @@ class TrialConfig:
             raise InputError(
                 f"intermediate_task: unknown task {it!r}; allowed: None or {sorted(TASKS)}"
             )
+        if self.task_spec.is_qa or (it is not None and TASKS[it].is_qa):
+            if k is not None or it is not None:
+                raise InputError(f"{'probe_layer' if k is not None else 'intermediate_task'}: "
+                                 "not defined for extractive QA (squad_v2); use a GLUE task")
+        if self.schedule not in SCHEDULES:
+            raise InputError(f"schedule: {self.schedule!r}; allowed: {list(SCHEDULES)}")
+        w = self.warmup_ratio
+        if isinstance(w, bool) or not isinstance(w, float) or not 0 <= w < 1:
+            raise InputError(f"warmup_ratio: must be a number in [0, 1), got {w!r}")
+        if w and self.schedule != "linear":
+            raise InputError("warmup_ratio: the slanted triangular schedule has its own warmup "
+                             "(cut_frac 0.1); use warmup_ratio 0 with it")
 
     # -- against the model ------------------------------------------------------------------
     def check(self, shape: ModelShape) -> None:
@@ -253,10 +277,20 @@ class TrialConfig:
             )
         return cls(**data)
 
+    def identity(self) -> dict[str, Any]:
+        """The fields that make the trial id: all of them, but the ``LATER_FIELDS`` only where
+        they differ from their default."""
+        data = self.to_dict()
+        for f in dataclasses.fields(self):
+            if f.name in LATER_FIELDS and data[f.name] == f.default:
+                del data[f.name]
+        return data
+
     @property
     def trial_id(self) -> str:
-        """Stable identity: the first 16 hex digits of the SHA-256 of the canonical JSON."""
-        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Stable identity: the first 16 hex digits of the SHA-256 of the canonical JSON of
+        ``identity()``."""
+        blob = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def replace(self, **changes: Any) -> TrialConfig:

@@ -1,14 +1,20 @@
-"""GLUE data: splits from local Parquet or the hub, seeded train subsets, tokenization, batches.
+"""Task data: splits from local Parquet or the hub, seeded train subsets, tokenization, batches.
 
-Local data lives in ``<dir>/<task>/{train,validation}.parquet`` (Hugging Face ``glue`` schema)
+Local data lives in ``<dir>/<task>/<split>.parquet`` or ``<dir>/glue/<task>/<split>.parquet``
+(the Hugging Face schema of the task's hub dataset: ``nyu-mll/glue``, ``rajpurkar/squad_v2``),
 with ``<dir>`` from ``--data-dir`` or ``REINIT_TUNE_DATA``; without one, splits come from
-``datasets.load_dataset("nyu-mll/glue", task)``. Each (split, tokenizer, max length) is
+``datasets.load_dataset`` of the task's hub dataset. Each (split, tokenizer, max length) is
 tokenized once per machine into a ``datasets`` cache file and reused by every trial; batches
 are padded to their longest member, not to ``max_seq_length``.
+
+Extractive QA splits are cut into overlapping windows (``reinit_tune.qa.featurize``: a window
+is ``max_seq_length`` tokens, consecutive windows of a context share a third of that, run_qa's
+128 of 384); a training subset of n examples is n questions with all their windows.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -24,52 +30,63 @@ from reinit_tune import env
 from reinit_tune.env import DATA_ENV
 from reinit_tune.errors import DataNotFoundError, InputError
 from reinit_tune.model.shape import resolve_model
+from reinit_tune.qa import QAFeatures, featurize
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
 
-HUB_DATASET = "nyu-mll/glue"
-SPLITS = ("train", "validation")
 resolve_data_dir = env.data_dir
 
 
 def _missing(task: str, split: str, where: str) -> DataNotFoundError:
+    dataset, name = get_task(task).hub
     return DataNotFoundError(
-        f"GLUE {task}/{split} not found ({where}). Provide it either way: "
-        f"(1) a local folder laid out as <dir>/{task}/{split}.parquet passed with --data-dir "
-        f"or the {DATA_ENV} environment variable (e.g. {DATA_ENV}=../shared/data/glue), or "
-        f"(2) internet access to the Hugging Face hub dataset {HUB_DATASET!r}."
+        f"{task}/{split} not found ({where}). Provide it either way: (1) a local folder laid "
+        f"out as <dir>/{task}/{split}.parquet (or <dir>/glue/{task}/{split}.parquet) passed "
+        f"with --data-dir or the {DATA_ENV} environment variable (e.g. "
+        f"{DATA_ENV}=../shared/data), or (2) internet access to the Hugging Face hub dataset "
+        f"{dataset!r}{f' ({name})' if name else ''}."
     )
 
 
 def local_split_path(task: str, split: str, data_dir=None) -> Path | None:
+    """Where a local split is (or would be): ``<dir>/<task>/`` or ``<dir>/glue/<task>/``;
+    None when splits come from the hub."""
     root = resolve_data_dir(data_dir)
-    return None if root is None else root / task / f"{split}.parquet"
+    if root is None:
+        return None
+    candidates = [root / task / f"{split}.parquet", root / "glue" / task / f"{split}.parquet"]
+    return next((c for c in candidates if c.is_file()), candidates[0])
+
+
+def _check_split(task: str, split: str) -> None:
+    spec = get_task(task)
+    if split not in spec.splits:
+        raise InputError(f"split: {split!r} of {task}; allowed: {list(spec.splits)}")
 
 
 def load_split(task: str, split: str, data_dir: str | os.PathLike | None = None):
-    """The raw ``datasets.Dataset`` of one GLUE split."""
+    """The raw ``datasets.Dataset`` of one split of ``task``."""
     import datasets
 
-    get_task(task)
-    if split not in SPLITS:
-        raise InputError(f"split: {split!r}; allowed: {list(SPLITS)}")
+    _check_split(task, split)
     path = local_split_path(task, split, data_dir)
     if path is not None:
         if not path.is_file():
             raise _missing(task, split, f"no file {path}")
         return datasets.Dataset.from_parquet(str(path))
+    dataset, name = get_task(task).hub
     try:
-        return datasets.load_dataset(HUB_DATASET, task, split=split)
+        return datasets.load_dataset(dataset, name, split=split)
     except Exception as e:  # offline or hub error: say how to provide the data instead
         raise _missing(task, split, f"hub load failed: {type(e).__name__}") from e
 
 
 def split_rows(task: str, split: str, data_dir: str | os.PathLike | None = None) -> int:
-    """Row count of a split without loading it (Parquet footer, or the official GLUE size)."""
-    spec = get_task(task)
+    """Row count of a split without loading it (Parquet footer, or the official size)."""
+    _check_split(task, split)
     path = local_split_path(task, split, data_dir)
     if path is None:
-        return spec.train_rows if split == "train" else spec.dev_rows
+        return get_task(task).rows[split]
     if not path.is_file():
         raise _missing(task, split, f"no file {path}")
     return pq.ParquetFile(path).metadata.num_rows
@@ -118,13 +135,31 @@ def tokenizer_identity(tokenizer) -> str:
 
 
 @dataclass
+class QAExamples:
+    """The questions of a QA split as scoring needs them: ids, contexts, gold answer texts."""
+
+    ids: list[str]
+    contexts: list[str]
+    answers: list[list[str]]
+
+
+@dataclass
 class Encoded:
-    """Tokenized examples held in memory, batched with padding to the longest member."""
+    """Tokenized examples held in memory, batched with padding to the longest member.
+
+    ``labels`` holds a class (or score) per example, or for QA the (start, end) token of the
+    answer in each window. QA splits also know each window's question (``example_index``),
+    its null-answer position (``cls_index``) and character offsets, and the questions
+    themselves (``examples``), which is what turning logits into answers needs."""
 
     input_ids: list[list[int]]
-    token_type_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
     labels: np.ndarray
     pad_id: int
+    example_index: np.ndarray | None = None
+    cls_index: np.ndarray | None = None
+    offsets: list[list[tuple[int, int] | None]] | None = None
+    examples: QAExamples | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -136,14 +171,36 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self))
 
+    @property
+    def num_examples(self) -> int:
+        """Examples (questions, for QA; windows are what ``len`` counts)."""
+        return len(self.examples.ids) if self.examples is not None else len(self)
+
     def select(self, indices) -> Encoded:
         idx = [int(i) for i in indices]
-        return Encoded(
-            [self.input_ids[i] for i in idx],
-            [self.token_type_ids[i] for i in idx],
-            self.labels[idx],
-            self.pad_id,
+        return dataclasses.replace(
+            self,
+            input_ids=[self.input_ids[i] for i in idx],
+            token_type_ids=(None if self.token_type_ids is None
+                            else [self.token_type_ids[i] for i in idx]),
+            labels=self.labels[idx],
+            example_index=None if self.example_index is None else self.example_index[idx],
+            cls_index=None if self.cls_index is None else self.cls_index[idx],
+            offsets=None if self.offsets is None else [self.offsets[i] for i in idx],
         )
+
+    def select_examples(self, indices) -> Encoded:
+        """The windows of the examples at ``indices`` (all of them, in order); for a split
+        that is not cut into windows, ``select``."""
+        if self.example_index is None:
+            return self.select(indices)
+        keep = np.isin(self.example_index, np.asarray(indices, dtype=np.int64))
+        return self.select(np.flatnonzero(keep))
+
+    def qa_features(self) -> QAFeatures:
+        """This split's windows as ``reinit_tune.qa`` post-processing reads them."""
+        return QAFeatures(self.input_ids, self.token_type_ids, self.labels[:, 0],
+                          self.labels[:, 1], self.example_index, self.cls_index, self.offsets)
 
     def collate(self, indices: list[int]) -> dict[str, torch.Tensor]:
         # Hand-written rather than DataCollatorWithPadding: that goes through tokenizer.pad
@@ -155,17 +212,26 @@ class Encoded:
         for row, i in enumerate(indices):
             n = len(self.input_ids[i])
             ids[row, :n] = torch.tensor(self.input_ids[i])
-            types[row, :n] = torch.tensor(self.token_type_ids[i])
+            if self.token_type_ids is not None:
+                types[row, :n] = torch.tensor(self.token_type_ids[i])
             mask[row, :n] = 1
-        return {
-            "input_ids": ids,
-            "token_type_ids": types,
-            "attention_mask": mask,
-            "labels": torch.from_numpy(self.labels[indices]),
-        }
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if self.token_type_ids is not None:
+            batch["token_type_ids"] = types
+        labels = torch.from_numpy(self.labels[indices])
+        if labels.ndim == 2:  # QA: the answer's first and last token in each window
+            batch["start_positions"], batch["end_positions"] = labels[:, 0], labels[:, 1]
+        else:
+            batch["labels"] = labels
+        return batch
 
 
 _encoded: dict[tuple, Encoded] = {}
+
+
+def qa_stride(max_seq_length: int) -> int:
+    """Tokens shared by consecutive windows of a context: run_qa's 128 at its 384."""
+    return max_seq_length // 3
 
 
 def encoded_split(
@@ -180,8 +246,8 @@ def encoded_split(
     raw = load_split(task, split, root)
     tokenizer = load_tokenizer(model)
     fingerprint = hashlib.sha256(
-        repr((raw._fingerprint, tokenizer_identity(tokenizer), max_seq_length, spec.text_fields))
-        .encode()
+        repr((raw._fingerprint, tokenizer_identity(tokenizer), max_seq_length, spec.text_fields,
+              spec.kind)).encode()
     ).hexdigest()[:20]
     cache = env.cache_dir() / "tokenized"
     cache.mkdir(parents=True, exist_ok=True)
@@ -189,38 +255,69 @@ def encoded_split(
     def encode(batch):
         columns = [batch[f] for f in spec.text_fields]
         out = tokenizer(*columns, truncation=True, max_length=max_seq_length)
-        return {"input_ids": out["input_ids"], "token_type_ids": out["token_type_ids"]}
+        return {"input_ids": out["input_ids"], "token_type_ids": out.get("token_type_ids")}
 
+    def windows(batch, indices):
+        f = featurize(batch["question"], batch["context"], batch["answers"], tokenizer,
+                      max_length=max_seq_length, stride=qa_stride(max_seq_length))
+        return {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
+                "start_positions": f.start_positions.tolist(),
+                "end_positions": f.end_positions.tolist(),
+                "example_index": [indices[i] for i in f.example_index],
+                "cls_index": f.cls_index.tolist(),
+                "offsets": [[None if o is None else list(o) for o in row] for row in f.offsets]}
+
+    keep = set() if spec.is_qa else {"label"}
     tokenized = raw.map(
-        encode,
+        windows if spec.is_qa else encode,
         batched=True,
-        batch_size=2000,
-        remove_columns=[c for c in raw.column_names if c != "label"],
+        batch_size=1000,
+        with_indices=spec.is_qa,
+        remove_columns=[c for c in raw.column_names if c not in keep],
         cache_file_name=str(cache / f"{task}-{split}-{fingerprint}.arrow"),
         new_fingerprint=fingerprint,
         desc=f"tokenizing {task}/{split}",
     )
     columns = tokenized.to_dict()
-    labels = np.asarray(columns["label"], dtype=np.float32 if spec.is_regression else np.int64)
-    encoded = Encoded(
-        columns["input_ids"], columns["token_type_ids"], labels, tokenizer.pad_token_id
-    )
+    types = columns["token_type_ids"]
+    types = None if not types or types[0] is None else types
+    if spec.is_qa:
+        encoded = Encoded(
+            columns["input_ids"], types,
+            np.stack([columns["start_positions"], columns["end_positions"]], axis=1)
+            .astype(np.int64),
+            tokenizer.pad_token_id,
+            example_index=np.asarray(columns["example_index"], dtype=np.int64),
+            cls_index=np.asarray(columns["cls_index"], dtype=np.int64),
+            offsets=[[None if o is None else (o[0], o[1]) for o in row]
+                     for row in columns["offsets"]],
+            examples=QAExamples(list(raw["id"]), list(raw["context"]),
+                                [list(a["text"]) for a in raw["answers"]]),
+        )
+    else:
+        labels = np.asarray(columns["label"],
+                            dtype=np.float32 if spec.is_regression else np.int64)
+        encoded = Encoded(columns["input_ids"], types, labels, tokenizer.pad_token_id)
     if len(_encoded) >= 8:  # bounded: a worker rarely sees more than a few tasks
         _encoded.pop(next(iter(_encoded)))
     _encoded[key] = encoded
     return encoded
 
 
-def train_and_dev(
+def train_and_devs(
     task: str,
     model: str,
     max_seq_length: int,
     train_size: int | float | None,
     seed: int,
     data_dir=None,
-) -> tuple[Encoded, Encoded]:
-    """The seeded training subset and the full dev split of ``task``, tokenized."""
+) -> tuple[Encoded, dict[str, Encoded]]:
+    """The seeded training subset and every dev split of ``task`` (by name, the primary
+    first), tokenized. For QA the subset is drawn over questions."""
     train = encoded_split(task, "train", model, max_seq_length, data_dir)
-    subset_size(train_size, len(train), task)  # clear error before anything else
-    train = train.select(subset_indices(len(train), train_size, seed))
-    return train, encoded_split(task, "validation", model, max_seq_length, data_dir)
+    n = train.num_examples
+    subset_size(train_size, n, task)  # clear error before anything else
+    train = train.select_examples(subset_indices(n, train_size, seed))
+    devs = {split: encoded_split(task, split, model, max_seq_length, data_dir)
+            for split in get_task(task).dev_splits}
+    return train, devs

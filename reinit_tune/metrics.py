@@ -1,8 +1,9 @@
-"""GLUE dev-split metrics as pure functions on prediction and label arrays.
+"""Classification dev-split metrics as pure functions on prediction and label arrays.
 
 Accuracy, binary F1 (positive class 1, as GLUE scores MRPC) and Matthews correlation are
 written out from the confusion matrix so that tests can check them against scikit-learn;
-Pearson and Spearman come from scipy.
+Pearson and Spearman come from scipy; ``acc_and_f1`` is their mean for MRPC, as transformers'
+GLUE metric and 001 §5.6 report it. Extractive QA is scored in ``reinit_tune.qa``.
 """
 
 from __future__ import annotations
@@ -57,8 +58,11 @@ def _correlation(fn, pred: np.ndarray, label: np.ndarray) -> float:
 
 
 def compute(task: str, predictions, labels) -> dict[str, float]:
-    """Metrics of ``task`` for class predictions (or regression scores for STS-B)."""
+    """Metrics of ``task`` for class predictions (or regression scores for STS-B), under the
+    names of its first dev split."""
     spec = get_task(task)
+    if spec.is_qa:
+        raise ValueError(f"{task} is scored from answer texts (reinit_tune.qa), not labels")
     pred = np.asarray(predictions)
     label = np.asarray(labels)
     if pred.shape != label.shape:
@@ -80,4 +84,6 @@ def compute(task: str, predictions, labels) -> dict[str, float]:
             out[name] = _correlation(stats.pearsonr, pred, label)
         elif name == "spearman":
             out[name] = _correlation(stats.spearmanr, pred, label)
+    if "acc_and_f1" in spec.metrics:
+        out["acc_and_f1"] = (out["accuracy"] + out["f1"]) / 2
     return out

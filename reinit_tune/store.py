@@ -7,6 +7,9 @@ Layout under a results folder::
     epochs/<trial_id>.parquet   one row per finished epoch: losses, dev metrics, timings
     similarity/<trial_id>.parquet   with --similarity: one row per layer comparing the finetuned
                                 model with its pre-finetuning state (``SIMILARITY_SCHEMA``)
+    steps/<trial_id>.parquet    with --log-every N: the training loss of every N-th step
+    pairs/<pair_id>.parquet     ``reinit-tune consistency``: one row per layer comparing two
+                                finetuned models (two seeds, or two tasks; 002 §5)
 
 Files are written to a hidden temporary name and renamed into place, so readers (pandas,
 pyarrow, DuckDB: ``SELECT * FROM 'results/trials/*.parquet'``) never see half a file and a
@@ -39,6 +42,8 @@ from reinit_tune.tasks import ALL_METRICS
 TRIALS = "trials"
 EPOCHS = "epochs"
 SIMILARITY = "similarity"
+STEPS = "steps"
+PAIRS = "pairs"
 
 # Arrow type per TrialConfig annotation. A new field with a new annotation must be added
 # here; the KeyError at import time says so.
@@ -129,6 +134,39 @@ SIMILARITY_SCHEMA = pa.schema(
           for p in WEIGHT_PROJECTIONS for norm in ("fro", "spectral")),
         pa.field("replaced_svcca", pa.float64()),  # 002 §4 layer replacement, when asked
         pa.field("note", pa.string()),  # why a measure is null (e.g. too few samples)
+        # 000 §4.5 as the authors' code computes it: the spectral norm of output.dense's
+        # weights minus those of the pretrained checkpoint (not the trial's starting point)
+        pa.field("w_output_spectral_pretrained", pa.float64()),
+    ]
+)
+
+
+STEP_SCHEMA = pa.schema(
+    [
+        pa.field("trial_id", pa.string()),
+        pa.field("epoch", pa.int64()),
+        pa.field("step", pa.int64()),  # optimizer steps taken, counted over the whole trial
+        pa.field("train_loss", pa.float64()),  # the loss of that step's batch
+        pa.field("lr", pa.float64()),  # the learning rate that step used
+    ]
+)
+
+
+# One row per layer comparing two finetuned models of the store (``reinit-tune consistency``):
+# the measures of the similarity table, and which two trials and why.
+PAIR_SCHEMA = pa.schema(
+    [
+        pa.field("pair_id", pa.string()),
+        pa.field("kind", pa.string()),  # "seeds" (same config, two seeds) or "tasks"
+        pa.field("experiment", pa.string()),
+        pa.field("trial_a", pa.string()),
+        pa.field("trial_b", pa.string()),
+        pa.field("task_a", pa.string()),
+        pa.field("task_b", pa.string()),
+        pa.field("seed_a", pa.int64()),
+        pa.field("seed_b", pa.int64()),
+        *(f for f in SIMILARITY_SCHEMA if f.name not in ("trial_id", "replaced_svcca",
+                                                         "w_output_spectral_pretrained")),
     ]
 )
 
@@ -163,7 +201,8 @@ def remove_partial_files(results_dir: str | os.PathLike, older_than_s: float = 3
     Only old ones: a younger one may belong to another sweep writing to the same store."""
     cutoff = time.time() - older_than_s
     removed = 0
-    for folder in (Path(results_dir) / name for name in (TRIALS, EPOCHS, SIMILARITY)):
+    for folder in (Path(results_dir) / name
+                   for name in (TRIALS, EPOCHS, SIMILARITY, STEPS, PAIRS)):
         for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
             with contextlib.suppress(FileNotFoundError):
                 if tmp.stat().st_mtime < cutoff:
@@ -267,6 +306,43 @@ def trial_row(
     row["total_time_s"] = row["setup_time_s"] + row["train_time_s"] + row["eval_time_s"]
     row["train_examples_per_s"] = row["train_examples"] * len(reports) / row["train_time_s"]
     return row
+
+
+def step_rows(trial_id: str, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Store rows for the per-step losses a trial's epoch reports carry (``steps``)."""
+    return [{"trial_id": trial_id, "epoch": r["epoch"], "step": step, "train_loss": loss,
+             "lr": lr}
+            for r in sorted(reports, key=lambda r: r["epoch"]) if r.get("steps")
+            for step, loss, lr in json.loads(r["steps"])]
+
+
+def write_steps(results_dir: str | os.PathLike, trial_id: str, rows: list[dict]) -> Path:
+    """Store a trial's per-step losses (written before its trial row)."""
+    path = Path(results_dir) / STEPS / f"{trial_id}.parquet"
+    _write_atomic(_table(rows, STEP_SCHEMA), path)
+    return path
+
+
+def load_steps(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """One row per (trial, logged step); join to ``load_trials`` on ``trial_id``."""
+    return _read(Path(results_dir) / STEPS, STEP_SCHEMA)
+
+
+def write_pairs(results_dir: str | os.PathLike, pair_id: str, rows: list[dict]) -> Path:
+    """Store the per-layer comparison of two trials' models."""
+    path = Path(results_dir) / PAIRS / f"{pair_id}.parquet"
+    _write_atomic(_table([{**r, "pair_id": pair_id} for r in rows], PAIR_SCHEMA), path)
+    return path
+
+
+def load_pairs(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """One row per (pair of trials, layer)."""
+    return _read(Path(results_dir) / PAIRS, PAIR_SCHEMA)
+
+
+def pair_ids(results_dir: str | os.PathLike) -> set[str]:
+    folder = Path(results_dir) / PAIRS
+    return {p.stem for p in folder.glob("*.parquet")} if folder.is_dir() else set()
 
 
 def write_similarity(results_dir: str | os.PathLike, trial_id: str, rows: list[dict]) -> Path:

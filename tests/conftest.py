@@ -11,7 +11,8 @@ import pytest
 from tests.helpers import save_tiny_bert
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_GLUE = REPO.parent / "shared" / "data" / "glue"
+SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_GLUE = SHARED_DATA / "glue"
 
 # CI has no hub access: fail fast instead of retrying, and read GLUE from the shared folder.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -76,3 +77,29 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory, glue_dir) -> Path:
+    """A data folder of real rows, small enough for end-to-end tests: SQuAD 2.0 (400 train
+    questions, 60 dev questions), and MNLI with dev splits held out from its local train
+    subset (the shared data has none: for tests only, never for reported numbers), next to
+    the GLUE folder's tasks."""
+    import pyarrow.parquet as pq
+
+    if not (SHARED_DATA / "squad_v2" / "validation.parquet").is_file():
+        pytest.skip("shared SQuAD 2.0 / MNLI data not found")
+    root = tmp_path_factory.mktemp("small-data")
+    (root / "squad_v2").mkdir()
+    squad = SHARED_DATA / "squad_v2"
+    pq.write_table(pq.read_table(squad / "train.parquet").slice(0, 400),
+                   root / "squad_v2" / "train.parquet")
+    pq.write_table(pq.read_table(squad / "validation.parquet").slice(0, 60),
+                   root / "squad_v2" / "validation.parquet")
+    (root / "mnli").mkdir()
+    mnli = pq.read_table(SHARED_DATA / "mnli" / "train.parquet")
+    pq.write_table(mnli.slice(0, 600), root / "mnli" / "train.parquet")
+    pq.write_table(mnli.slice(9000, 100), root / "mnli" / "validation_matched.parquet")
+    pq.write_table(mnli.slice(9100, 100), root / "mnli" / "validation_mismatched.parquet")
+    (root / "glue").symlink_to(glue_dir)
+    return root

@@ -20,7 +20,7 @@ def test_missing_data_error_names_both_ways(tmp_path, monkeypatch):
     with pytest.raises(data.DataNotFoundError) as err:
         data.load_split("rte", "train", tmp_path)
     message = str(err.value)
-    assert "--data-dir" in message and data.DATA_ENV in message and data.HUB_DATASET in message
+    assert "--data-dir" in message and data.DATA_ENV in message and "nyu-mll/glue" in message
 
 
 def test_env_variable_is_the_fallback(monkeypatch, glue_dir):
@@ -46,10 +46,10 @@ def test_subset_sizes():
 
 def test_train_subset_is_the_same_across_reinitializations(glue_dir):
     """What a trial trains on depends on (task, size, seed) only: paired across k."""
-    train_a, _ = data.train_and_dev("rte", EMBEDDED_MODEL, 128, 64, 7, glue_dir)
-    train_b, _ = data.train_and_dev("rte", EMBEDDED_MODEL, 128, 64, 7, glue_dir)
+    train_a, _ = data.train_and_devs("rte", EMBEDDED_MODEL, 128, 64, 7, glue_dir)
+    train_b, _ = data.train_and_devs("rte", EMBEDDED_MODEL, 128, 64, 7, glue_dir)
     assert train_a.input_ids == train_b.input_ids
-    train_c, _ = data.train_and_dev("rte", EMBEDDED_MODEL, 128, 64, 8, glue_dir)
+    train_c, _ = data.train_and_devs("rte", EMBEDDED_MODEL, 128, 64, 8, glue_dir)
     assert train_a.input_ids != train_c.input_ids
 
 

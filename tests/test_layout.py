@@ -15,7 +15,7 @@ PACKAGE = Path(reinit_tune.__file__).parent
 # Lowest first. A module may import modules of its own layer and of the layers below.
 LAYERS = [
     ("foundations", ["errors", "env", "seeding", "tasks"]),
-    ("trial description", ["config", "model.shape", "metrics"]),
+    ("trial description", ["config", "model.shape", "metrics", "qa"]),
     ("data, results store, model surgery", ["data", "store", "model.surgery", "model.build"]),
     ("training and similarity", ["training.*", "similarity.*"]),
     ("running sweeps", ["sweep.*"]),

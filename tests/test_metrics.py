@@ -47,9 +47,28 @@ def test_regression_metrics_match_scipy():
 
 @pytest.mark.parametrize("task,keys", [("sst2", {"accuracy"}), ("qnli", {"accuracy"}),
                                        ("rte", {"accuracy"}), ("wnli", {"accuracy"}),
-                                       ("mrpc", {"accuracy", "f1"}), ("cola", {"mcc"})])
+                                       ("mnli", {"accuracy"}),
+                                       ("mrpc", {"accuracy", "f1", "acc_and_f1"}),
+                                       ("cola", {"mcc"})])
 def test_each_task_reports_its_glue_metrics(task, keys):
     assert set(metrics.compute(task, np.array([0, 1, 1]), np.array([0, 1, 0]))) == keys
+
+
+def test_mrpc_acc_and_f1_is_the_mean_001_reports():
+    pred, label = np.array([1, 1, 0, 1, 0]), np.array([1, 0, 0, 1, 1])
+    out = metrics.compute("mrpc", pred, label)
+    # accuracy 3/5; F1 with tp 2, fp 1, fn 1: 4/6
+    assert out["accuracy"] == pytest.approx(0.6) and out["f1"] == pytest.approx(2 / 3)
+    assert out["acc_and_f1"] == pytest.approx((0.6 + 2 / 3) / 2)
+
+
+def test_mnli_scores_both_dev_splits_under_their_names():
+    from reinit_tune.tasks import get_task
+
+    mnli = get_task("mnli")
+    assert mnli.primary == "accuracy" and mnli.num_labels == 3
+    assert mnli.split_metrics("validation_matched") == ("accuracy",)
+    assert mnli.split_metrics("validation_mismatched") == ("accuracy_mismatched",)
 
 
 def test_bad_inputs_raise():

@@ -71,6 +71,8 @@ class Store:
     trials: pd.DataFrame
     epochs: pd.DataFrame
     similarity: pd.DataFrame
+    steps: pd.DataFrame
+    pairs: pd.DataFrame
 
     @property
     def experiments(self) -> list[str]:
@@ -79,4 +81,5 @@ class Store:
 
 def load(results_dir: str | os.PathLike) -> Store:
     return Store(normalize(store.load_trials(results_dir)), store.load_epochs(results_dir),
-                 store.load_similarity(results_dir))
+                 store.load_similarity(results_dir), store.load_steps(results_dir),
+                 store.load_pairs(results_dir))

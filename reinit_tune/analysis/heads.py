@@ -23,9 +23,9 @@ SUMMARY = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 CELL_COLUMNS = ["task", "metric", "size", "layer", "head", "n", "diff", "score", "baseline"]
 
 
-def head_differences(trials: pd.DataFrame) -> pd.DataFrame:
+def head_differences(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:
     """Per task, size, layer and head: n runs, mean score difference from the baseline."""
-    df = frames.ok(frames.normalize(trials), "heads")
+    df = frames.ok(frames.normalize(trials), experiment)
     plain = df["reinit_layers"].map(len) == 0
     base = df[plain & (df["reinit_heads"].map(len) == 0)]
     single = df[plain & (df["reinit_heads"].map(len) == 1)].copy()
@@ -53,18 +53,19 @@ def _summary(cells: pd.DataFrame, by: str) -> pd.DataFrame:
     return described[SUMMARY].reset_index()
 
 
-def layer_summary(trials: pd.DataFrame) -> pd.DataFrame:
+def layer_summary(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:
     """001 Figs 7, 8: per layer, statistics of the differences of its heads."""
-    return _summary(head_differences(trials), "layer")
+    return _summary(head_differences(trials, experiment), "layer")
 
 
-def head_summary(trials: pd.DataFrame) -> pd.DataFrame:
+def head_summary(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:
     """001 Figs 9, 10: per head index, statistics of its differences over the layers."""
-    return _summary(head_differences(trials), "head")
+    return _summary(head_differences(trials, experiment), "head")
 
 
-def plot_heads(trials: pd.DataFrame, out_dir: str | Path, name: str = "heads"):
-    cells = head_differences(trials)
+def plot_heads(trials: pd.DataFrame, out_dir: str | Path, name: str = "heads", *,
+               experiment: str = "heads"):
+    cells = head_differences(trials, experiment)
     if cells.empty:
         raise NoResultsError("no single-head trials with a no-reinit baseline in the store")
     n_heads = int(cells["head"].max())

@@ -38,28 +38,29 @@ def role(row) -> str | None:
     return None
 
 
-def permutation_rows(trials: pd.DataFrame) -> pd.DataFrame:
+def permutation_rows(trials: pd.DataFrame, experiment: str = "permutations") -> pd.DataFrame:
     """Successful ``permutations`` trials with a ``role`` column."""
-    df = frames.ok(frames.normalize(trials), "permutations")
+    df = frames.ok(frames.normalize(trials), experiment)
     df["role"] = [role(r) for r in df.to_dict("records")]
     return df[df["role"].notna()].reset_index(drop=True)
 
 
-def permutation_table(trials: pd.DataFrame) -> pd.DataFrame:
+def permutation_table(trials: pd.DataFrame, experiment: str = "permutations") -> pd.DataFrame:
     """Per task, size and role: n, mean, std (σ of the ±2σ bands) and 95% t-interval."""
-    df = permutation_rows(trials)
+    df = permutation_rows(trials, experiment)
     cols = ["task", "metric", "size", "role"]
     if df.empty:
         return pd.DataFrame(columns=[*cols, "n", "mean", "std", "ci_low", "ci_high"])
     return summarize(df, cols)
 
 
-def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "permutations"):
-    rows = permutation_rows(trials)
+def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "permutations", *,
+                      experiment: str = "permutations"):
+    rows = permutation_rows(trials, experiment)
     perms = rows[rows["role"] == PERMUTED]
     if perms.empty:
         raise NoResultsError("no permutation trials in the store")
-    table = permutation_table(trials)
+    table = permutation_table(trials, experiment)
     fig, axes, columns = per_setting(perms, width=5.0)
     for col, title, pts in columns:
         ax = axes[0, col]
@@ -98,10 +99,11 @@ def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "pe
     return fig, save(fig, out_dir, name), table
 
 
-def permutation_correlations(trials: pd.DataFrame) -> pd.DataFrame:
+def permutation_correlations(trials: pd.DataFrame, experiment: str = "permutations"
+                             ) -> pd.DataFrame:
     """003 Table 1: for every pair of tasks (and train size), the Spearman and Pearson
     correlation of the scores of runs with the same layer order and seed; two-sided p."""
-    perms = permutation_rows(trials)
+    perms = permutation_rows(trials, experiment)
     perms = perms[perms["role"] == PERMUTED]
     cols = ["task_a", "task_b", "size", "n", "spearman", "spearman_p", "pearson", "pearson_p"]
     out = []

@@ -34,6 +34,19 @@ COLUMNS = ["task", "metric", "size", "train_examples", "k", "n", "mean", "std", 
            "ci_high", "curve"]
 
 
+def with_metrics(df: pd.DataFrame, metrics: dict[str, str] | None) -> pd.DataFrame:
+    """``df`` with ``score``/``metric`` taken from another stored metric for some tasks
+    (001 reports MRPC as the mean of accuracy and F1: ``{"mrpc": "acc_and_f1"}``)."""
+    if not metrics or df.empty:
+        return df
+    df = df.copy()
+    for task, metric in metrics.items():
+        rows = df["task"] == task
+        df.loc[rows, "score"] = df.loc[rows, f"eval_{metric}"]
+        df.loc[rows, "metric"] = metric
+    return df
+
+
 def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -47,26 +60,32 @@ def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
     return table.sort_values(["task", "train_examples", "k"]).reset_index(drop=True)[COLUMNS]
 
 
-def progressive_table(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per task, train size and k: n, mean score, std and 95% CI of the successful trials."""
-    return _curve_table(frames.ok(trials, "progressive"), "num_pretrained_layers", "finetune")
+def progressive_table(trials: pd.DataFrame, experiment: str = "progressive",
+                      metrics: dict[str, str] | None = None) -> pd.DataFrame:
+    """Per task, train size and k: n, mean score, std and 95% CI of the successful trials of
+    ``experiment`` (``metrics``: see ``with_metrics``)."""
+    rows = with_metrics(frames.ok(trials, experiment), metrics)
+    return _curve_table(rows, "num_pretrained_layers", "finetune")
 
 
-def probing_table(trials: pd.DataFrame) -> pd.DataFrame:
+def probing_table(trials: pd.DataFrame, experiment: str = "probing") -> pd.DataFrame:
     """Per task, train size and probed layer k (0 = embeddings .. L): the probe's score."""
-    df = frames.ok(frames.normalize(trials), "probing")
+    df = frames.ok(frames.normalize(trials), experiment)
     return _curve_table(df[df["probe_layer"].notna()], "probe_layer", "probe")
 
 
-def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "progressive"):
-    """Draw the figure; returns (figure, [png, pdf paths], table plotted: finetuning rows with
-    ``curve`` "finetune" and the probing overlay with ``curve`` "probe")."""
+def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "progressive", *,
+                     experiment: str = "progressive", probing: str | None = "probing",
+                     metrics: dict[str, str] | None = None):
+    """Draw the figure of ``experiment``'s rows, with the probing curves of ``probing``'s;
+    returns (figure, [png, pdf paths], table plotted: finetuning rows with ``curve``
+    "finetune" and the probing overlay with ``curve`` "probe")."""
     plt = pyplot()
-    table = progressive_table(trials)
+    table = progressive_table(trials, experiment, metrics)
     if table.empty:
-        raise NoResultsError("no successful progressive trials in the store")
-    probes = probing_table(trials)
-    ok = frames.ok(trials, "progressive")
+        raise NoResultsError(f"no successful {experiment} trials in the store")
+    probes = probing_table(trials, probing) if probing else probing_table(trials.iloc[:0])
+    ok = with_metrics(frames.ok(trials, experiment), metrics)
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
@@ -95,6 +114,53 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
               ylabel=metric_label(sub), title=task.upper())
     fig.suptitle("Progressive reinit. (mean, 95% t-CI); dashed: probing", fontsize=9)
     return fig, save(fig, out_dir, name), pd.concat([table, probes], ignore_index=True)
+
+
+def plot_probing(trials: pd.DataFrame, out_dir: str | Path, name: str = "probing", *,
+                 experiment: str = "probing"):
+    """Probe score against the hidden state probed (0 = embeddings .. L), a line per train
+    size, one panel per task (000 Fig. 2: probing after dropping the top layers)."""
+    table = probing_table(trials, experiment)
+    if table.empty:
+        raise NoResultsError(f"no successful {experiment} trials in the store")
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = panels(len(tasks))
+    for ax, task in zip(axes[0], tasks, strict=True):
+        sub = table[table["task"] == task]
+        for size, line in sub.groupby("size", sort=False):
+            line = line.sort_values("k")
+            ax.errorbar(line["k"], line["mean"], yerr=ci_yerr(line), marker="s", ms=3,
+                        capsize=2, label=f"{size} examples ({n_label(line['n'])}/pt)")
+        style(ax, xlabel="layers kept (probe on hidden state k; 0 = embeddings)",
+              ylabel=metric_label(sub), title=task.upper())
+    fig.suptitle("Linear probe on the frozen encoder's layer k (mean, 95% t-CI)", fontsize=9)
+    return fig, save(fig, out_dir, name), table
+
+
+def plot_step_losses(trials: pd.DataFrame, steps: pd.DataFrame, out_dir: str | Path,
+                     name: str = "training_loss", *, experiment: str,
+                     line: str = "num_pretrained_layers"):
+    """Training loss against iteration (001 Figs 1, 4), one panel per task, one line per
+    value of ``line`` (k, or the intermediate task), averaged over runs at each step."""
+    ok = frames.ok(frames.normalize(trials), experiment)
+    df = steps.merge(ok[["trial_id", "task", line]], on="trial_id")
+    if df.empty:
+        raise NoResultsError(f"no per-step losses of {experiment} trials in the store (run it "
+                             "with --log-every)")
+    df[line] = df[line].fillna("none")
+    table = summarize(df, ["task", line, "step"], value="train_loss")
+    tasks = list(dict.fromkeys(table["task"]))
+    fig, axes = panels(len(tasks))
+    for ax, task in zip(axes[0], tasks, strict=True):
+        sub = table[table["task"] == task]
+        for value, curve in sub.groupby(line, sort=True):
+            curve = curve.sort_values("step")
+            ax.plot(curve["step"], curve["mean"], lw=1,
+                    label=f"{line.replace('_', ' ')} {value} ({n_label(curve['n'])}/pt)")
+        style(ax, xlabel="iteration (optimizer step)", ylabel="training loss",
+              title=task.upper(), legend=6)
+    fig.suptitle("Training loss per iteration", fontsize=9)
+    return fig, save(fig, out_dir, name), table
 
 
 def small_data_rows(trials: pd.DataFrame) -> pd.DataFrame:

@@ -23,9 +23,9 @@ COLUMNS = ["size", "final", "intermediate", "metric", "n", "mean", "std", "ci_lo
            "baseline", "above_baseline"]
 
 
-def sequential_table(trials: pd.DataFrame) -> pd.DataFrame:
+def sequential_table(trials: pd.DataFrame, experiment: str = "sequential") -> pd.DataFrame:
     """One row per (size, final, intermediate) cell; the diagonal cell is the baseline."""
-    df = frames.ok(frames.normalize(trials), "sequential")
+    df = frames.ok(frames.normalize(trials), experiment)
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     df = df.rename(columns={"task": "final"})
@@ -42,8 +42,9 @@ def sequential_table(trials: pd.DataFrame) -> pd.DataFrame:
     return table[COLUMNS]
 
 
-def plot_sequential(trials: pd.DataFrame, out_dir: str | Path, name: str = "sequential"):
-    table = sequential_table(trials)
+def plot_sequential(trials: pd.DataFrame, out_dir: str | Path, name: str = "sequential", *,
+                    experiment: str = "sequential"):
+    table = sequential_table(trials, experiment)
     if table.empty or (table["final"] == table["intermediate"]).all():
         raise NoResultsError("no sequential (intermediate -> final) trials in the store")
     sizes = list(dict.fromkeys(table["size"]))

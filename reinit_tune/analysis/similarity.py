@@ -24,6 +24,7 @@ from reinit_tune.errors import NoResultsError
 MEASURES = {
     "w_output_fro": "weight distance ‖ΔW‖_F, output.dense",
     "w_output_spectral": "weight distance ‖ΔW‖₂, output.dense",
+    "w_output_spectral_pretrained": "‖W_base − W_FT‖₂ of output.dense (000 §4.5)",
     "attention_js": "attention JS divergence",
     "svcca_distance": "SVCCA distance",
     "cka": "linear CKA",
@@ -33,9 +34,10 @@ LAYER = "layer (0 = embeddings)"
 KEYS = ["task", "size", "k", "num_layers", "measure", "layer"]
 
 
-def similarity_table(trials: pd.DataFrame, similarity: pd.DataFrame) -> pd.DataFrame:
+def similarity_table(trials: pd.DataFrame, similarity: pd.DataFrame,
+                     experiment: str | None = None) -> pd.DataFrame:
     """Per task, train size, k, measure and layer: n trials, mean and 95% t-interval."""
-    ok = frames.ok(frames.normalize(trials))
+    ok = frames.ok(frames.normalize(trials), *([experiment] if experiment else []))
     ok["k"] = ok["num_pretrained_layers"]
     joined = similarity.merge(ok[["trial_id", "task", "size", "k", "num_layers",
                                   "train_examples"]], on="trial_id")
@@ -57,8 +59,12 @@ def _line_label(size: str, k: int, num_layers: int) -> str:
 
 
 def plot_similarity_by_size(trials: pd.DataFrame, similarity: pd.DataFrame,
-                            out_dir: str | Path, name: str = "similarity_by_size"):
-    table = similarity_table(trials, similarity)
+                            out_dir: str | Path, name: str = "similarity_by_size", *,
+                            experiment: str | None = None, measures: tuple[str, ...] = ()):
+    """000 Fig. 3: per layer, one line per train size (``measures``: only those)."""
+    table = similarity_table(trials, similarity, experiment)
+    if measures:
+        table = table[table["measure"].isin(measures)]
     if table.empty:
         raise NoResultsError("no similarity rows in the store (run a sweep with --similarity)")
     plt = pyplot()
@@ -81,9 +87,10 @@ def plot_similarity_by_size(trials: pd.DataFrame, similarity: pd.DataFrame,
 
 
 def plot_similarity_by_task(trials: pd.DataFrame, similarity: pd.DataFrame,
-                            out_dir: str | Path, name: str = "similarity_by_task"):
+                            out_dir: str | Path, name: str = "similarity_by_task", *,
+                            experiment: str | None = None):
     """One line per task at its largest train size, full-model trials where there are any."""
-    table = similarity_table(trials, similarity)
+    table = similarity_table(trials, similarity, experiment)
     if table.empty:
         raise NoResultsError("no similarity rows in the store (run a sweep with --similarity)")
     full = table[table["k"] == table["num_layers"]]
@@ -118,3 +125,47 @@ def plot_pair(rows: pd.DataFrame, out_dir: str | Path, name: str, title: str):
                  fontsize=9)
     return fig, save(fig, out_dir, name), rows
 
+
+
+CONSISTENCY_MEASURES = ("attention_js", "svcca_distance")
+
+
+def consistency_table(trials: pd.DataFrame, pairs: pd.DataFrame,
+                      experiment: str | None = None) -> pd.DataFrame:
+    """Per kind of pair (seeds, tasks), what was compared (a task, or a pair of tasks),
+    measure and layer: n pairs, mean and 95% t-interval."""
+    keys = ["kind", "compared", "measure", "layer"]
+    if pairs.empty:
+        return pd.DataFrame(columns=[*keys, "n", "mean", "std", "ci_low", "ci_high"])
+    df = pairs if experiment is None else pairs[pairs["experiment"] == experiment]
+    df = df.copy()
+    df["compared"] = [a.upper() if kind == "seeds" else f"{a.upper()}-{b.upper()}"
+                      for kind, a, b in zip(df["kind"], df["task_a"], df["task_b"], strict=True)]
+    long = df.melt(id_vars=["kind", "compared", "layer"], value_vars=list(CONSISTENCY_MEASURES),
+                   var_name="measure").dropna(subset=["value"])
+    if long.empty:
+        return pd.DataFrame(columns=[*keys, "n", "mean", "std", "ci_low", "ci_high"])
+    return summarize(long, keys, value="value")
+
+
+def plot_consistency(trials: pd.DataFrame, pairs: pd.DataFrame, out_dir: str | Path,
+                     name: str = "consistency", *, experiment: str | None = None):
+    """002 Figs 4-7: per layer, the attention JS divergence and SVCCA distance between two
+    seeds' models of one task (top row) and between two tasks' models (bottom row)."""
+    table = consistency_table(trials, pairs, experiment)
+    if table.empty:
+        raise NoResultsError("no pairs of finetuned models in the store (run the sweep with "
+                             "--save-model, then reinit-tune consistency)")
+    kinds = [k for k in ("seeds", "tasks") if k in set(table["kind"])]
+    fig, axes = panels(len(CONSISTENCY_MEASURES), rows=len(kinds), width=4.0, height=3.0)
+    for row, kind in enumerate(kinds):
+        for col, measure in enumerate(CONSISTENCY_MEASURES):
+            ax = axes[row, col]
+            sub = table[(table["kind"] == kind) & (table["measure"] == measure)]
+            for compared, line in sub.groupby("compared", sort=True):
+                mean_line(ax, line, "layer", label=compared)
+            style(ax, xlabel=LAYER, legend=6,
+                  title=f"{'two seeds' if kind == 'seeds' else 'two tasks'}: "
+                        f"{MEASURES[measure]}")
+    fig.suptitle("Consistency of finetuning, per layer (002 §5)", fontsize=10)
+    return fig, save(fig, out_dir, name), table

@@ -1,8 +1,9 @@
 """The experiment families, one module each, and the registry that finds them.
 
-Every module of this package except ``base`` declares ``FAMILY``, a ``base.Family``; other
-packages add families through the ``reinit_tune.families`` entry-point group (each entry
-point names a ``Family`` object). The command line, the report, the dry run and the tests
+Every module of this package except ``base`` declares ``FAMILY``, a ``base.Family`` (or, for
+a paper's presets, ``FAMILIES``, one per experiment of that paper); other packages add
+families through the ``reinit_tune.families`` entry-point group (each entry point names a
+``Family`` object). The command line, the report, the dry run and the tests
 read families only through ``all_families`` and ``get``, so adding a family is adding one
 module.
 """
@@ -27,7 +28,8 @@ def _registry() -> dict[str, Family]:
     found: list[Family] = []
     for info in pkgutil.iter_modules(__path__):
         if info.name != "base":
-            found.append(importlib.import_module(f"{__name__}.{info.name}").FAMILY)
+            module = importlib.import_module(f"{__name__}.{info.name}")
+            found += getattr(module, "FAMILIES", None) or [module.FAMILY]
     for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         family = entry.load()
         if not isinstance(family, Family):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,35 +65,69 @@ def parse_size(text: str) -> Size:
 
 # -- the request every builder takes ------------------------------------------------------
 @dataclass(frozen=True)
-class Grid:
-    """What every family's grid builder takes. ``tasks``/``sizes`` of None are the family's
-    defaults; ``seeds``/``epochs`` of None follow the paper's per-size rule (or the family's
-    own epoch count); ``shape`` of None is looked up from ``model``. The remaining fields go
-    to every trial."""
+class TaskSettings:
+    """Per-task settings of a preset (002 Table 1: lr, batch size, epochs per task; 000's
+    sizes per task). None: the grid's value."""
 
-    model: str
+    sizes: tuple[Size, ...] | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    epochs: int | None = None
+    max_seq_length: int | None = None
+
+
+@dataclass(frozen=True)
+class Training:
+    """The training settings a family (or preset) uses unless told otherwise."""
+
+    lr: float = 2e-5  # 003 §2
+    batch_size: int = 8  # 003 §2
+    max_seq_length: int = 128
+    schedule: str = "linear"  # run_glue's
+    warmup_ratio: float = 0.0
+
+
+@dataclass(frozen=True)
+class Grid:
+    """What every family's grid builder takes. Every field left None is the family's default
+    (``Family.configs`` fills them): ``tasks``, ``sizes``, the training settings, and
+    ``epochs`` (then the family's, else the paper's per-size rule); ``seeds`` of None follows
+    the paper's per-size rule; ``shape`` of None is looked up from ``model``. ``per_task``
+    holds a preset's per-task settings; they apply only where the grid sets nothing."""
+
+    model: str | None = None
     shape: ModelShape | None = None
     tasks: tuple[str, ...] | None = None
     sizes: tuple[Size, ...] | None = None
     seeds: int | None = None
     epochs: int | None = None
     data_dir: str | None = None
-    lr: float = 2e-5
-    batch_size: int = 8
-    max_seq_length: int = 128
+    lr: float | None = None
+    batch_size: int | None = None
+    max_seq_length: int | None = None
+    schedule: str | None = None
+    warmup_ratio: float | None = None
     precision: str = "fp32"
     init_scheme: str = "bert"
     length_grouped: bool = False
+    per_task: Mapping[str, TaskSettings] = dataclasses.field(default_factory=dict)
 
     @property
     def num_layers(self) -> int:
         return self.shape.num_layers
 
-    def trial_fields(self) -> dict[str, Any]:
-        """The ``TrialConfig`` fields every trial of the grid shares."""
-        return {"lr": self.lr, "batch_size": self.batch_size,
-                "max_seq_length": self.max_seq_length, "precision": self.precision,
-                "init_scheme": self.init_scheme, "length_grouped": self.length_grouped}
+    def task(self, task: str) -> TaskSettings:
+        return self.per_task.get(task, TaskSettings())
+
+    def trial_fields(self, task: str | None = None) -> dict[str, Any]:
+        """The ``TrialConfig`` fields the trials of ``task`` share (a preset may set lr,
+        batch size and sequence length per task)."""
+        own = self.task(task) if task else TaskSettings()
+        return {"lr": own.lr or self.lr, "batch_size": own.batch_size or self.batch_size,
+                "max_seq_length": own.max_seq_length or self.max_seq_length,
+                "precision": self.precision, "init_scheme": self.init_scheme,
+                "length_grouped": self.length_grouped, "schedule": self.schedule,
+                "warmup_ratio": self.warmup_ratio}
 
     def replace(self, **changes: Any) -> Grid:
         return dataclasses.replace(self, **changes)
@@ -157,10 +191,25 @@ def plot(name: str, function: Callable[..., tuple], *inputs: str
 
 
 @dataclass(frozen=True)
+class RunDefaults:
+    """Run options a preset turns on by default (its figures need them); flags override."""
+
+    similarity: bool = False
+    similarity_examples: int | None = None
+    layer_replacement: bool = False
+    save_model: bool = False
+    log_every: int = 0
+
+
+@dataclass(frozen=True)
 class Family:
-    """An experiment family: see the module docstring. ``fields`` says in words which
-    ``TrialConfig`` fields its rows set (the README's family table); ``order`` places it
-    among the others (the papers' order in listings and the report)."""
+    """An experiment family, or a paper's preset of one: see the module docstring.
+
+    ``model``, ``training``, ``per_task`` and ``run`` are the defaults a preset changes
+    (001: bert-base-cased, batch 32; 002: per-task hyperparameters, slanted triangular
+    schedule). ``fields`` says in words which ``TrialConfig`` fields its rows set (the
+    README's family table); ``order`` places it among the others (the papers' order in
+    listings and the report)."""
 
     name: str
     title: str
@@ -173,18 +222,39 @@ class Family:
     figures: tuple[FigureSpec, ...] = ()
     fields: str = ""
     order: int = 100
+    model: str = "bert-base-uncased"
+    seeds: int | None = None  # None: the paper's per-size rule (003 App. B)
+    training: Training = Training()
+    per_task: Mapping[str, TaskSettings] = dataclasses.field(default_factory=dict)
+    run: RunDefaults = RunDefaults()
+
+    @property
+    def paper(self) -> str:
+        """The paper the family comes from: the first word of its source ("003")."""
+        return self.source.split()[0]
 
     def configs(self, grid: Grid, **values: Any) -> list[TrialConfig]:
         """The family's trials for ``grid``: the family's defaults fill what ``grid`` leaves
-        open, flag values not given take their defaults."""
+        open (its per-task settings only where the grid sets nothing), flag values not given
+        take their defaults."""
         unknown = set(values) - {f.dest for f in self.flags}
         if unknown:
             raise InputError(f"{self.name}: unknown options {sorted(unknown)}; allowed: "
                              f"{[f.dest for f in self.flags]}")
+        set_by_grid = {f for f in ("sizes", "lr", "batch_size", "epochs", "max_seq_length")
+                       if getattr(grid, f) is not None}
+        per_task = {task: dataclasses.replace(own, **{f: None for f in set_by_grid})
+                    for task, own in {**self.per_task, **grid.per_task}.items()}
+        model = grid.model or self.model
+        training = {f.name: getattr(grid, f.name) if getattr(grid, f.name) is not None
+                    else getattr(self.training, f.name)
+                    for f in dataclasses.fields(Training)}
         grid = grid.replace(
-            shape=grid.shape or shape_for(grid.model),
+            model=model, shape=grid.shape or shape_for(model),
             tasks=tuple(grid.tasks or self.tasks), sizes=tuple(grid.sizes or self.sizes),
             epochs=grid.epochs if grid.epochs is not None else self.epochs,
+            seeds=grid.seeds if grid.seeds is not None else self.seeds,
+            per_task=per_task, **training,
         )
         for task in grid.tasks:
             get_task(task)
@@ -231,15 +301,18 @@ def paper_epochs(size: Size, task: str, data_dir: str | None = None) -> int:
 def settings(grid: Grid, sizes: Sequence[Size] | None = None, epochs: int | None = None
              ) -> Iterator[tuple[str, Size, int, int]]:
     """(task, size, number of seeds, epochs) for every task of ``grid`` and every size that
-    fits it (``sizes``/``epochs`` override the grid's); None seeds or epochs follow the
-    paper's per-size rule."""
-    epochs = grid.epochs if epochs is None else epochs
+    fits it (``sizes``/``epochs`` override the grid's and the per-task ones); None seeds or
+    epochs follow the paper's per-size rule."""
     for task in grid.tasks:
-        for size in fitting_sizes(task, grid.sizes if sizes is None else sizes, grid.data_dir):
+        own = grid.task(task)
+        task_sizes = sizes if sizes is not None else own.sizes or grid.sizes
+        task_epochs = epochs if epochs is not None else own.epochs or grid.epochs
+        for size in fitting_sizes(task, task_sizes, grid.data_dir):
             yield (task, size,
                    grid.seeds if grid.seeds is not None else paper_seeds(size, task,
                                                                         grid.data_dir),
-                   epochs if epochs is not None else paper_epochs(size, task, grid.data_dir))
+                   task_epochs if task_epochs is not None
+                   else paper_epochs(size, task, grid.data_dir))
 
 
 Surgeries = Sequence[dict] | Callable[[str], Sequence[dict]]
@@ -256,7 +329,7 @@ def expand(grid: Grid, surgeries: Surgeries, *, experiment: str,
             for surgery in per_task:
                 configs.append(TrialConfig(
                     model=grid.model, task=task, train_size=size, seed=seed, epochs=n_epochs,
-                    experiment=experiment, **{**grid.trial_fields(), **surgery},
+                    experiment=experiment, **{**grid.trial_fields(task), **surgery},
                 ))
     return configs
 

@@ -19,7 +19,8 @@ def paper_head_layers(num_layers: int) -> list[int]:
     return sorted({0, 1, num_layers - 2, num_layers - 1} & set(range(num_layers)))
 
 
-def build(grid: Grid, *, layers: Iterable[int] | None = None) -> list[TrialConfig]:
+def build(grid: Grid, *, layers: Iterable[int] | None = None, experiment: str = "heads"
+          ) -> list[TrialConfig]:
     n_layers, n_heads = grid.num_layers, grid.shape.num_heads
     if n_heads is None:
         raise InputError(f"--num-heads: the head count of {grid.model} is unknown; pass it")
@@ -27,7 +28,7 @@ def build(grid: Grid, *, layers: Iterable[int] | None = None) -> list[TrialConfi
                            grid.model)
     surgeries = [{}, *({"reinit_heads": ((layer, head),)}
                        for layer in chosen for head in range(n_heads))]
-    return expand(grid, surgeries, experiment="heads")
+    return expand(grid, surgeries, experiment=experiment)
 
 
 FAMILY = Family(

@@ -30,21 +30,35 @@ def permutation(n: int, num_layers: int) -> tuple[int, ...]:
     return tuple(np.random.RandomState(n).permutation(num_layers).tolist())
 
 
-def build(grid: Grid, *, permutations: int = PERMUTATIONS) -> list[TrialConfig]:
-    """Run n (seed n, so its train subset too) finetunes the layers in the order
-    ``permutation(n, L)``; plus the baselines, ``grid.seeds`` runs each: the original order
-    (nothing reinitialized) and all layers reinitialized (both ``layer_order=None``)."""
+PROTOCOLS = ("ours", "authors")
+AUTHORS_TRAINING_SEED = 1  # the 003 authors' scripts fix the training seed at 1
+
+
+def build(grid: Grid, *, permutations: int = PERMUTATIONS, protocol: str = "ours",
+          experiment: str = "permutations") -> list[TrialConfig]:
+    """The permuted runs and the baselines, ``grid.seeds`` runs each: the original order
+    (nothing reinitialized) and all layers reinitialized (both ``layer_order=None``).
+
+    - "ours": run n = 0..N-1 finetunes the layers in the order ``permutation(n, L)`` with
+      seed n, so its train subset, batch order and head differ from run to run too;
+    - "authors" (the 003 authors' released scripts): permutation seeds n = 1..N (their seed
+      0 means no scrambling: our original-order baseline) all train with seed 1, so every
+      run shares one train subset and batch order and differs only in layer order."""
     if permutations < 1:
         raise InputError(f"--permutations: must be >= 1, got {permutations}")
+    if protocol not in PROTOCOLS:
+        raise InputError(f"--protocol: {protocol!r}; allowed: {list(PROTOCOLS)}")
     n_layers = grid.num_layers
     baselines = [{"reinit_layers": ()}, {"reinit_layers": tuple(range(n_layers))}]
-    configs = expand(grid, baselines, experiment="permutations")
+    configs = expand(grid, baselines, experiment=experiment)
+    runs = (range(permutations) if protocol == "ours" else range(1, permutations + 1))
     for task, size, _, n_epochs in settings(grid):
-        for n in range(permutations):
+        for n in runs:
             configs.append(TrialConfig(
-                model=grid.model, task=task, train_size=size, seed=n, epochs=n_epochs,
-                layer_order=permutation(n, n_layers), experiment="permutations",
-                **grid.trial_fields(),
+                model=grid.model, task=task, train_size=size, epochs=n_epochs,
+                seed=n if protocol == "ours" else AUTHORS_TRAINING_SEED,
+                layer_order=permutation(n, n_layers), experiment=experiment,
+                **grid.trial_fields(task),
             ))
     return configs
 
@@ -57,7 +71,9 @@ FAMILY = Family(
     tasks=PAPER_TASKS,
     sizes=(DEFAULT_SIZE,),
     flags=(Flag("--permutations", "number N of permutations (runs 0..N-1); --seeds sets the "
-                "runs of each baseline", default=PERMUTATIONS),),
+                "runs of each baseline", default=PERMUTATIONS),
+           Flag("--protocol", "'ours' (run n: seed n) or 'authors' (the 003 authors' scripts: "
+                "runs 1..N all with seed 1)", type=str, default="ours", choices=PROTOCOLS)),
     fields="run n: `seed=n`, `layer_order=RandomState(n).permutation(L)`; baselines "
            "`layer_order=None` with `reinit_layers` `()` and all L",
     order=50,

@@ -12,10 +12,11 @@ from reinit_tune.families.base import PAPER_TASKS, Family, Flag, Grid, choose_la
 PROBE_EPOCHS = 10  # 003 App. D: "We train our probing experiments for 10 epochs"
 
 
-def build(grid: Grid, *, k: Iterable[int] | None = None) -> list[TrialConfig]:
+def build(grid: Grid, *, k: Iterable[int] | None = None, experiment: str = "probing"
+          ) -> list[TrialConfig]:
     n = grid.num_layers
     chosen = choose_layers("--k", k, range(n + 1), n + 1, grid.model)
-    return expand(grid, [{"probe_layer": i} for i in chosen], experiment="probing")
+    return expand(grid, [{"probe_layer": i} for i in chosen], experiment=experiment)
 
 
 FAMILY = Family(

@@ -31,8 +31,9 @@ def surgeries(grid: Grid, k: Iterable[int] | None) -> list[dict]:
             for i in choose_layers("--k", k, range(n + 1), n + 1, grid.model)]
 
 
-def build(grid: Grid, *, k: Iterable[int] | None = None) -> list[TrialConfig]:
-    return expand(grid, surgeries(grid, k), experiment="progressive")
+def build(grid: Grid, *, k: Iterable[int] | None = None, experiment: str = "progressive"
+          ) -> list[TrialConfig]:
+    return expand(grid, surgeries(grid, k), experiment=experiment)
 
 
 FAMILY = Family(

@@ -15,8 +15,8 @@ from reinit_tune.tasks import TASKS, get_task
 SEQUENTIAL_TASKS = ("cola", "mrpc", "rte", "wnli")  # 001 Exp 1
 
 
-def build(grid: Grid, *, intermediate_tasks: Iterable[str] | None = None
-          ) -> list[TrialConfig]:
+def build(grid: Grid, *, intermediate_tasks: Iterable[str] | None = None,
+          experiment: str = "sequential") -> list[TrialConfig]:
     intermediates = list(grid.tasks if intermediate_tasks is None else intermediate_tasks)
     for task in intermediates:
         get_task(task)
@@ -24,7 +24,7 @@ def build(grid: Grid, *, intermediate_tasks: Iterable[str] | None = None
     def surgeries(task: str) -> list[dict]:
         return [{}, *({"intermediate_task": i} for i in intermediates if i != task)]
 
-    return expand(grid, surgeries, experiment="sequential")
+    return expand(grid, surgeries, experiment=experiment)
 
 
 FAMILY = Family(

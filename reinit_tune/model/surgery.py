@@ -50,9 +50,10 @@ def layer_stack(model: nn.Module) -> nn.ModuleList:
 
 
 def classifier_head(model: nn.Module) -> nn.Module:
-    head = getattr(model, "classifier", None)
+    """The task head: a sequence classifier's ``classifier``, a QA model's ``qa_outputs``."""
+    head = getattr(model, "classifier", None) or getattr(model, "qa_outputs", None)
     if head is None:
-        raise TypeError(f"{type(model).__name__} has no classifier head")
+        raise TypeError(f"{type(model).__name__} has no classifier or span head")
     return head
 
 

@@ -19,6 +19,7 @@ from reinit_tune import data
 from reinit_tune.errors import InputError
 from reinit_tune.model.shape import resolve_model
 from reinit_tune.similarity.layers import BATCH_SIZE, compare_models
+from reinit_tune.tasks import get_task
 
 
 def compare(model_a: str, model_b: str, tasks: Sequence[str], *, examples: int = 200,
@@ -32,7 +33,8 @@ def compare(model_a: str, model_b: str, tasks: Sequence[str], *, examples: int =
                          "family")
     batches = []
     for task in tasks:
-        dev = data.encoded_split(task, "validation", model_a, max_seq_length, data_dir)
+        split = get_task(task).dev_splits[0]
+        dev = data.encoded_split(task, split, model_a, max_seq_length, data_dir)
         dev = dev.select(range(min(examples, len(dev))))
         batches += [dev.collate(list(range(i, min(i + BATCH_SIZE, len(dev)))))
                     for i in range(0, len(dev), BATCH_SIZE)]

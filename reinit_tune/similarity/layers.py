@@ -151,6 +151,20 @@ def _projection_distances(layer_a: nn.Module, layer_b: nn.Module) -> dict[str, f
     return out
 
 
+def pretrained_distances(model: nn.Module, pretrained: nn.Module) -> dict[int, float]:
+    """000 §4.5 as the authors' code computes it: per layer l (1-based), the spectral norm of
+    the ``output.dense`` weights of ``model`` minus those of the ``pretrained`` checkpoint at
+    the same position, whatever surgery the model started from."""
+    distances = {}
+    for i, (a, b) in enumerate(zip(layer_stack(encoder(model)), layer_stack(encoder(pretrained)),
+                                   strict=True)):
+        name = PROJECTION_WEIGHTS["output"]
+        found = sim.weight_distances({name: dict(a.named_parameters())[name]},
+                                     dict(b.named_parameters()))
+        distances[i + 1] = found[name]["spectral"]
+    return distances
+
+
 def json_safe(rows: list[dict]) -> list[dict]:
     """NaN → None, so rows survive a JSON round trip through Tune's results."""
     return [{k: None if isinstance(v, float) and math.isnan(v) else v for k, v in r.items()}

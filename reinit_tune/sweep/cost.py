@@ -26,18 +26,24 @@ import numpy as np
 
 from reinit_tune import data
 from reinit_tune.config import TrialConfig
+from reinit_tune.errors import DataNotFoundError
 from reinit_tune.model.shape import ModelShape
+from reinit_tune.tasks import get_task
 
 TRIAL_SETUP_S = 1.0  # model copy + surgery + data subset + Ray bookkeeping (bench_sweep.py)
 
 
 @dataclass(frozen=True)
 class TaskTokens:
-    """Mean tokens per example after padding, at max_seq_length 128 and batch 8."""
+    """Mean tokens per example after padding, at max_seq_length ``length`` and batch 8; for
+    QA, per window, with ``windows`` windows per question."""
 
     grouped: float  # length-grouped training batches
     shuffled: float  # uniformly shuffled training batches
     dev: float  # length-sorted dev batches of 64
+    windows: float = 1.0  # train windows per example (QA contexts longer than a window)
+    dev_windows: float = 1.0
+    length: int = 128  # the max_seq_length it was measured at
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ class Coefficients:
     eval_token_s: float
 
 
-# Measured by benchmarks/calibrate_cost.py on the GLUE Parquet files (QNLI on its local subset).
+# Measured by benchmarks/calibrate_cost.py on the local Parquet files (QNLI on its subset).
 TASK_TOKENS: dict[str, TaskTokens] = {
     "sst2": TaskTokens(13.81, 29.67, 26.96),
     "qnli": TaskTokens(50.27, 77.12, 51.66),
@@ -56,6 +62,11 @@ TASK_TOKENS: dict[str, TaskTokens] = {
     "rte": TaskTokens(67.60, 118.54, 76.25),
     "stsb": TaskTokens(28.67, 53.00, 32.98),
     "wnli": TaskTokens(39.47, 64.52, 66.24),
+    # MNLI on its local 9,999-row train subset; its dev from held-out train rows (no dev
+    # split offline). SQuAD 2.0 at run_qa's 384-token windows, per window.
+    "mnli": TaskTokens(41.23, 69.56, 40.76),
+    "squad_v2": TaskTokens(176.73, 295.13, 180.87, windows=1.019, dev_windows=1.022,
+                           length=384),
 }
 
 # (num_layers, hidden_size, precision) -> coefficients, measured on RECORDED_DEVICE by
@@ -110,9 +121,10 @@ def trial_seconds(config: TrialConfig, coeffs: Coefficients, num_layers: int,
     tokens = TASK_TOKENS[config.task]
     n_train = data.subset_size(
         config.train_size, _split_rows(config.task, "train", data_dir), config.task
-    )
-    n_dev = _split_rows(config.task, "validation", data_dir)
-    cut = min(1.0, config.max_seq_length / 128)  # the table is measured at 128
+    ) * tokens.windows
+    n_dev = sum(_split_rows(config.task, split, data_dir)
+                for split in config.task_spec.dev_splits) * tokens.dev_windows
+    cut = min(1.0, config.max_seq_length / tokens.length)
     if config.probe_layer is not None:
         # One forward pass through layers 1..k over both splits in length-sorted batches
         # (probing.pooled_features); training the linear probe on the features is negligible.
@@ -169,12 +181,18 @@ def estimate(
 
 
 # -- measuring ----------------------------------------------------------------------------
-def task_tokens(task: str, model: str, data_dir=None, seed: int = 0) -> TaskTokens:
-    """Padded tokens per example of ``task`` as the training loop batches it."""
+def task_tokens(task: str, model: str, data_dir=None, seed: int = 0,
+                length: int = 128) -> TaskTokens:
+    """Padded tokens per example (per window, for QA) of ``task`` as the training loop
+    batches it. A task whose dev split is not here (MNLI offline) is measured on held-out
+    train rows instead."""
     from reinit_tune.training.loop import batch_loader, eval_batches
 
-    train_split = data.encoded_split(task, "train", model, 128, data_dir)
-    dev = data.encoded_split(task, "validation", model, 128, data_dir)
+    train_split = data.encoded_split(task, "train", model, length, data_dir)
+    try:
+        dev = data.encoded_split(task, get_task(task).dev_splits[0], model, length, data_dir)
+    except DataNotFoundError:
+        dev = train_split.select(range(min(len(train_split), 5_000)))
 
     def padded(grouped: bool) -> float:
         lengths = train_split.lengths
@@ -184,7 +202,9 @@ def task_tokens(task: str, model: str, data_dir=None, seed: int = 0) -> TaskToke
 
     lengths = dev.lengths
     dev_tokens = sum(int(lengths[b].max()) * len(b) for b in eval_batches(lengths))
-    return TaskTokens(padded(True), padded(False), float(dev_tokens / max(1, len(dev))))
+    return TaskTokens(padded(True), padded(False), float(dev_tokens / max(1, len(dev))),
+                      len(train_split) / train_split.num_examples,
+                      len(dev) / dev.num_examples, length)
 
 
 def bert_config(shape: ModelShape, num_labels: int = 2):

@@ -52,6 +52,7 @@ class TrialRuntime:
     checkpoint_after_s: float = DEFAULT_CHECKPOINT_AFTER_S
     similarity: SimilarityOptions | None = None
     models_dir: str | None = None  # save each finetuned model to <models_dir>/<trial_id>
+    log_every: int = 0  # store the loss of every N-th step (0: none)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class RunOptions:
     checkpoint_after_s: float = DEFAULT_CHECKPOINT_AFTER_S
     similarity: SimilarityOptions | None = None
     save_model: bool = False
+    log_every: int = 0  # store the training loss of every N-th step in RESULTS/steps/
     name: str | None = None  # Tune's experiment name prefix; default: the first family's
     callbacks: tuple[Any, ...] = field(default=(), compare=False)  # extra Tune callbacks
 
@@ -84,4 +86,5 @@ class RunOptions:
             data_dir=data_dir, checkpoint_after_s=self.checkpoint_after_s,
             similarity=self.similarity,
             models_dir=str(results_dir / "models") if self.save_model else None,
+            log_every=self.log_every,
         )

@@ -48,6 +48,9 @@ def check_placement(options: RunOptions) -> list[str]:
                             f"(use {math.floor(value)} or {math.ceil(value)})")
     if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
         problems.append(f"--max-failures must be an integer >= 0, got {max_failures!r}")
+    if options.log_every < 0:
+        problems.append(f"--log-every must be >= 0 (0: no per-step losses), got "
+                        f"{options.log_every}")
     if not checkpoint_after_s >= 0:
         problems.append(f"--checkpoint-after-s must be >= 0 (inf: never), got "
                         f"{checkpoint_after_s:g}")
@@ -94,11 +97,12 @@ def check_split(task: str, split: str, data_dir: str | None) -> list[str]:
         return []
     spec = get_task(task)
     columns = set(pq.read_schema(path).names)
-    missing = [c for c in (*spec.text_fields, "label") if c not in columns]
+    needed = (*spec.text_fields, "id", "answers") if spec.is_qa else (*spec.text_fields, "label")
+    missing = [c for c in needed if c not in columns]
     if missing:
         return [f"{path} lacks columns {missing} that {task} needs "
-                f"({', '.join((*spec.text_fields, 'label'))}); fix the file or --data-dir"]
-    if spec.is_regression:
+                f"({', '.join(needed)}); fix the file or --data-dir"]
+    if spec.is_regression or spec.is_qa:
         return []
     labels = pq.read_table(path, columns=["label"])["label"]
     low, high = pc.min(labels).as_py(), pc.max(labels).as_py()
@@ -146,11 +150,12 @@ def preflight(
     for task in sorted(sizes):
         try:
             n_train = data.split_rows(task, "train", data_dir)
-            data.split_rows(task, "validation", data_dir)
+            for split in get_task(task).dev_splits:
+                data.split_rows(task, split, data_dir)
         except DataNotFoundError as e:
             problems.append(str(e))
             continue
-        for split in data.SPLITS:
+        for split in get_task(task).splits:
             problems += check_split(task, split, data_dir)
         for size in sorted(sizes[task], key=str):
             try:

@@ -100,6 +100,8 @@ class StoreWriter(tune.Callback):
         if status == "ok" and final.get("similarity_rows"):  # before the trial row
             rows = json.loads(final["similarity_rows"])
             store.write_similarity(self.results_dir, config.trial_id, rows)
+        if status == "ok" and (steps := store.step_rows(config.trial_id, reports)):
+            store.write_steps(self.results_dir, config.trial_id, steps)
         store.write_trial(self.results_dir, row, store.epoch_rows(config, reports))
         if status == "ok":
             self.summary.ok += 1

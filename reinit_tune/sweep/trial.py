@@ -36,9 +36,14 @@ import transformers
 import reinit_tune
 from reinit_tune import data
 from reinit_tune.config import TrialConfig
-from reinit_tune.model.build import build_model
+from reinit_tune.model.build import build_model, load_pretrained
 from reinit_tune.model.surgery import layer_stack
-from reinit_tune.similarity.layers import BATCH_SIZE, compare_models, json_safe
+from reinit_tune.similarity.layers import (
+    BATCH_SIZE,
+    compare_models,
+    json_safe,
+    pretrained_distances,
+)
 from reinit_tune.sweep.options import SimilarityOptions, TrialRuntime
 from reinit_tune.training import sequential
 from reinit_tune.training.finetune import finetune_config
@@ -101,6 +106,7 @@ def execute(
     checkpoint_after_s: float = math.inf,
     similarity: SimilarityOptions | None = None,
     model_dir: str | None = None,
+    log_every: int = 0,
 ) -> list[dict[str, Any]]:
     """Run one trial and return its per-epoch reports.
 
@@ -109,12 +115,14 @@ def execute(
     None. ``resume`` continues from such a state: only the epochs after it run and are
     returned. With ``similarity`` the final epoch's report carries ``similarity_rows`` (JSON,
     one row per layer, ``reinit_tune.similarity.layers``); with ``model_dir`` the finetuned
-    model and its tokenizer are saved there (``save_pretrained``).
+    model and its tokenizer are saved there (``save_pretrained``). With ``log_every`` each
+    report carries ``steps``: (step, loss, lr) of every log_every-th step of its epoch.
     """
     start = time.perf_counter()
-    train, dev = data.train_and_dev(
+    train, devs = data.train_and_devs(
         config.task, config.model, config.max_seq_length, config.train_size, config.seed, data_dir
     )
+    dev = next(iter(devs.values()))  # the primary dev split: what similarity compares on
     if config.intermediate_task is not None:
         model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu)
     else:
@@ -127,11 +135,17 @@ def execute(
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
         record = epoch_report(config, result, setup, setup_time)
         record["num_layers"] = num_layers
+        if result.steps:
+            record["steps"] = json.dumps(result.steps)
         record["resumed_from_epoch"] = resume["epoch"] if resume else 0
         if result.epoch == config.epochs:  # the model is final: measure and save it now
             if reference is not None:
-                record["similarity_rows"] = json.dumps(
-                    final_similarity(model, reference, dev, similarity))
+                rows = final_similarity(model, reference, dev, similarity)
+                from_pretrained = pretrained_distances(
+                    model, load_pretrained(config.model, config.task))
+                for row in rows:
+                    row["w_output_spectral_pretrained"] = from_pretrained.get(row["layer"])
+                record["similarity_rows"] = json.dumps(rows)
             if model_dir is not None:
                 save_model(model, config.model, model_dir)
         reports.append(record)
@@ -139,12 +153,12 @@ def execute(
             checkpoint = wants_checkpoint(result, config.epochs, checkpoint_after_s)
             report(record, setup.state() if checkpoint and setup.state else None)
 
-    run = dict(use_gpu=use_gpu, on_epoch=on_epoch, resume=resume)
+    run = dict(use_gpu=use_gpu, on_epoch=on_epoch, resume=resume, log_every=log_every)
     if config.probe_layer is not None:
-        train_probe(model, train, dev, layer=config.probe_layer, task=config.task,
+        train_probe(model, train, devs, layer=config.probe_layer, task=config.task,
                     opt=Optimization.of(config), **run)
     else:
-        finetune_config(model, train, dev, config, **run)
+        finetune_config(model, train, devs, config, **run)
     return reports
 
 
@@ -219,4 +233,5 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
         similarity=runtime.similarity,
         model_dir=(os.path.join(runtime.models_dir, config.trial_id) if runtime.models_dir
                    else None),
+        log_every=runtime.log_every,
     )

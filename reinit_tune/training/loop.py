@@ -1,15 +1,16 @@
-"""The one training loop: device and precision, seeded batches, AdamW, schedule, clipping,
-per-epoch evaluation, resumable state. Finetuning and probing (and any later objective) are
+"""The one training loop: device and precision, seeded batches, AdamW, schedule, clipping, per-
+epoch evaluation, resumable state. Finetuning and probing (and any later objective) are
 ``Objective``s this loop trains; none of them has a loop of its own.
 
-Optimization is what 003 §2 used through transformers' ``run_glue.py`` defaults: AdamW
-(betas 0.9/0.999, eps 1e-8, no weight decay), linear decay of the learning rate to 0 with no
-warmup, gradients clipped to norm 1.0; batch 8 and lr 2e-5 come from the ``TrialConfig``
-(``Optimization.of``). The loop never copies a value to the host inside an epoch, so GPU steps
-are not serialized. When the objective trains a model's word embeddings, the optimizer updates
-only the rows the training data reaches, which is exact (``vocab_rows``). On the CPU, freed
-memory is kept for reuse (``retain_freed_memory``): otherwise every step maps and page-faults
-fresh gradient buffers (tens of MB for the embedding matrix alone).
+Optimization is what 003 §2 used through transformers' ``run_glue.py`` defaults: AdamW (betas
+0.9/0.999, eps 1e-8, no weight decay), linear decay of the learning rate to 0 with no warmup,
+gradients clipped to norm 1.0; batch 8 and lr 2e-5 come from the ``TrialConfig``
+(``Optimization.of``). The schedule can also warm up linearly first, or be 002's slanted
+triangular one (``schedule_factor``). The loop never copies a value to the host inside an epoch,
+so GPU steps are not serialized. When the objective trains a model's word embeddings, the
+optimizer updates only the rows the training data reaches, which is exact (``vocab_rows``). On
+the CPU, freed memory is kept for reuse (``retain_freed_memory``): otherwise every step maps and
+page-faults fresh gradient buffers (tens of MB for the embedding matrix alone).
 
 Resumption: after each epoch ``TrainSetup.state()`` returns everything the rest of the run
 depends on (weights, optimizer moments, scheduler step, the batch-order generator and the
@@ -21,8 +22,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,7 +38,9 @@ from torch import nn
 from transformers import get_linear_schedule_with_warmup
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
+from reinit_tune.data import Encoded
 from reinit_tune.seeding import derive_seed
+from reinit_tune.tasks import get_task
 from reinit_tune.training.vocab_rows import VocabRows
 
 if TYPE_CHECKING:
@@ -56,6 +60,9 @@ class EpochResult:
     eval_time_s: float
     train_examples: int
     train_tokens: int
+    # With ``log_every`` > 0: (step, training loss of that step, learning rate it used) for
+    # every log_every-th optimizer step of the epoch (steps count from 1 over the whole run).
+    steps: list[tuple[int, float, float]] = field(default_factory=list)
 
     @property
     def train_examples_per_s(self) -> float:
@@ -82,6 +89,8 @@ class Optimization:
     seed: int = 0
     precision: str = "fp32"
     length_grouped: bool = False
+    schedule: str = "linear"
+    warmup_ratio: float = 0.0
 
     @classmethod
     def of(cls, config: TrialConfig) -> Optimization:
@@ -89,7 +98,8 @@ class Optimization:
         onto the loop)."""
         return cls(lr=config.lr, batch_size=config.batch_size, epochs=config.epochs,
                    seed=config.seed, precision=config.precision,
-                   length_grouped=config.length_grouped)
+                   length_grouped=config.length_grouped, schedule=config.schedule,
+                   warmup_ratio=config.warmup_ratio)
 
 
 class Objective(Protocol):
@@ -119,6 +129,13 @@ class Objective(Protocol):
     def loss(self, batch: Any) -> tuple[torch.Tensor, int]: ...
 
     def evaluate(self) -> tuple[float, dict[str, float]]: ...
+
+
+def named_devs(task: str, dev: Encoded | Mapping[str, Encoded]) -> dict[str, Encoded]:
+    """Every dev split to score, by name; a single ``Encoded`` is the task's first one."""
+    if isinstance(dev, Encoded):
+        return {get_task(task).dev_splits[0]: dev}
+    return dict(dev)
 
 
 def make_accelerator(use_gpu: bool, precision: str):
@@ -169,6 +186,47 @@ def make_optimizer(groups: list[dict], device_type: str) -> torch.optim.Optimize
         groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
         fused=device_type in ("cuda", "cpu"),
     )
+
+
+# Slanted triangular learning rates (Howard & Ruder 2018, eq. 3), with the constants the
+# paper recommends and 002 §2 does not change: 10% of the steps rising, lr_max / 32 at the ends.
+STLR_CUT_FRAC = 0.1
+STLR_RATIO = 32
+
+
+def schedule_factor(step: int, total_steps: int, schedule: str = "linear",
+                    warmup_ratio: float = 0.0) -> float:
+    """The learning rate of optimizer step ``step`` (0-based) as a fraction of the peak.
+
+    - "linear" (run_glue): rise from 0 over the first ceil(warmup_ratio * T) steps (as
+      transformers' ``warmup_ratio``), then decay linearly to 0 at step T.
+    - "slanted-triangular" (Howard & Ruder 2018, eq. 3): cut = floor(T · cut_frac);
+      p = t / cut for t < cut, else 1 - (t - cut) / (cut · (1/cut_frac - 1));
+      factor = (1 + p · (ratio - 1)) / ratio.
+    """
+    if schedule == "linear":
+        warmup = math.ceil(total_steps * warmup_ratio)
+        if step < warmup:
+            return step / max(1, warmup)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+    if schedule == "slanted-triangular":
+        cut = max(1, math.floor(total_steps * STLR_CUT_FRAC))
+        if step < cut:
+            p = step / cut
+        else:
+            p = 1 - (step - cut) / (cut * (1 / STLR_CUT_FRAC - 1))
+        return (1 + max(0.0, p) * (STLR_RATIO - 1)) / STLR_RATIO
+    raise ValueError(f"schedule: {schedule!r}")
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, opt: Optimization, total_steps: int):
+    """The learning-rate scheduler of ``opt.schedule``: transformers' own linear schedule
+    (what trials ran before other schedules existed, to the bit), else ``schedule_factor``."""
+    if opt.schedule == "linear":
+        warmup = math.ceil(total_steps * opt.warmup_ratio)
+        return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, partial(schedule_factor, total_steps=total_steps, schedule=opt.schedule))
 
 
 def batch_loader(num_examples: int, batch_size: int, seed: int, *,
@@ -224,11 +282,14 @@ def train(
     use_gpu: bool = True,
     on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
     resume: dict | None = None,
+    log_every: int = 0,
 ) -> tuple[list[EpochResult], TrainSetup]:
     """Train ``objective`` for ``opt.epochs`` epochs and evaluate it after every epoch.
 
     ``resume`` is a ``training_state`` taken after some epoch e of the same run: training
     continues at epoch e+1 and only epochs e+1.. are returned and passed to ``on_epoch``.
+    ``log_every`` > 0 records the loss of every log_every-th step (``EpochResult.steps``);
+    the losses stay on the device until the epoch ends, so logging costs no synchronization.
     """
     accelerator, setup = make_accelerator(use_gpu, opt.precision)
     if accelerator.device.type == "cpu":
@@ -249,7 +310,7 @@ def train(
         groups = rows.swap_into(groups)
     adamw = make_optimizer(groups, accelerator.device.type)
     trained = [p for g in adamw.param_groups for p in g["params"]]
-    scheduler = get_linear_schedule_with_warmup(adamw, 0, opt.epochs * len(loader))
+    scheduler = make_scheduler(adamw, opt, opt.epochs * len(loader))
     optimizer = accelerator.prepare(adamw)
     if resume is not None:  # after prepare: the optimizer state follows the weights' device
         optimizer.load_state_dict(resume["optimizer"])
@@ -266,7 +327,9 @@ def train(
         start = time.perf_counter()
         loss_sum = torch.zeros((), device=device)
         tokens = 0
+        logged: list[tuple[int, torch.Tensor, float]] = []
         for batch in loader:
+            lr = scheduler.get_last_lr()[0]  # the rate this step uses
             loss, batch_tokens = objective.loss(batch)
             tokens += batch_tokens
             accelerator.backward(loss)
@@ -281,13 +344,19 @@ def train(
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             loss_sum += loss.detach().float()
+            step = scheduler.last_epoch  # steps taken over the whole run, resumed or not
+            if log_every and step % log_every == 0:
+                logged.append((step, loss.detach().float(), lr))
         train_loss = float(loss_sum.item()) / len(loader)
+        step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
         train_time = time.perf_counter() - start + (extra_train_s if epoch == 1 else 0.0)
         start = time.perf_counter()
         eval_loss, scores = objective.evaluate()
         eval_time = time.perf_counter() - start + (extra_eval_s if epoch == 1 else 0.0)
         result = EpochResult(epoch, train_loss, eval_loss, scores, train_time, eval_time,
-                             objective.num_examples, tokens)
+                             objective.num_examples, tokens,
+                             [(s, v, lr) for (s, _, lr), v in zip(logged, step_losses,
+                                                                    strict=True)])
         results.append(result)
         if on_epoch is not None:
             setup.state = partial(training_state, epoch,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,6 +32,7 @@ from reinit_tune.training.loop import (
     Optimization,
     TrainSetup,
     eval_batches,
+    named_devs,
     train,
 )
 
@@ -60,11 +61,8 @@ def pooled_features(base: nn.Module, data: Encoded, device: torch.device) -> tor
     for idx in eval_batches(data.lengths):
         batch = data.collate(idx)
         mask = batch["attention_mask"].to(device)
-        hidden = base(
-            input_ids=batch["input_ids"].to(device),
-            token_type_ids=batch["token_type_ids"].to(device),
-            attention_mask=mask,
-        ).last_hidden_state.float()
+        inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids") if k in batch}
+        hidden = base(**inputs, attention_mask=mask).last_hidden_state.float()
         weights = mask.unsqueeze(-1).float()
         features[torch.as_tensor(idx, device=device)] = (hidden * weights).sum(1) / weights.sum(1)
     return features
@@ -82,13 +80,14 @@ class Probe:
     hidden state ``layer`` of the frozen encoder. Feature extraction happens in ``prepare``
     and counts in epoch 1's train and eval times (it is the probe's real cost)."""
 
-    def __init__(self, model: nn.Module, train: Encoded, dev: Encoded, task: str, layer: int):
+    def __init__(self, model: nn.Module, train: Encoded, dev: Encoded | Mapping[str, Encoded],
+                 task: str, layer: int):
         head = classifier_head(model)
         if not isinstance(head, nn.Linear):
             raise TypeError(f"probing needs a linear classification head, got "
                             f"{type(head).__name__}")
         self.model, self.module = model, head
-        self.train, self.dev, self.layer = train, dev, layer
+        self.train, self.devs, self.layer = train, named_devs(task, dev), layer
         self.task, self.regression = task, get_task(task).is_regression
         self.num_examples = len(train)
         self.lengths = train.lengths
@@ -103,10 +102,10 @@ class Probe:
         with truncated(self.model, self.layer) as base, accelerator.autocast():
             self.x_train = pooled_features(base, self.train, device)
             extract_train = time.perf_counter() - start
-            self.x_dev = pooled_features(base, self.dev, device)
+            self.x_devs = {split: pooled_features(base, dev, device)
+                           for split, dev in self.devs.items()}
         self.first_epoch_extra_s = (extract_train, time.perf_counter() - start - extract_train)
         self.y_train = torch.as_tensor(self.train.labels, device=device)
-        self.y_dev = torch.as_tensor(self.dev.labels, device=device)
         return [{"params": list(self.module.parameters()), "lr": opt.lr}]
 
     def collate(self, indices: list[int]) -> torch.Tensor:
@@ -119,12 +118,18 @@ class Probe:
                           self.regression), tokens
 
     def evaluate(self) -> tuple[float, dict[str, float]]:
-        with torch.inference_mode():
-            logits = self.module(self.x_dev)
-            eval_loss = float(probe_loss(logits, self.y_dev, self.regression))
-        logits = logits.cpu().numpy()
-        preds = logits[:, 0] if self.regression else logits.argmax(axis=-1)
-        return eval_loss, metrics.compute(self.task, preds, self.dev.labels)
+        losses, scores = [], {}
+        spec = get_task(self.task)
+        for split, dev in self.devs.items():
+            with torch.inference_mode():
+                logits = self.module(self.x_devs[split])
+                labels = torch.as_tensor(dev.labels, device=self.device)
+                losses.append(float(probe_loss(logits, labels, self.regression)))
+            logits = logits.cpu().numpy()
+            preds = logits[:, 0] if self.regression else logits.argmax(axis=-1)
+            split_scores = metrics.compute(self.task, preds, dev.labels)
+            scores.update(zip(spec.split_metrics(split), split_scores.values(), strict=True))
+        return losses[0], scores
 
 
 def train_probe(
@@ -138,10 +143,11 @@ def train_probe(
     use_gpu: bool = True,
     on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
     resume: dict | None = None,
+    log_every: int = 0,
 ) -> tuple[list[EpochResult], TrainSetup]:
     """Train a linear probe on hidden state ``layer`` of the frozen ``model``. Batches are
     uniformly shuffled: the probe trains on fixed-size features, so there is no padding for
     length grouping to save."""
     objective = Probe(model, train_split, dev, task, layer)
     return train(objective, dataclasses.replace(opt, length_grouped=False), use_gpu=use_gpu,
-                 on_epoch=on_epoch, resume=resume)
+                 on_epoch=on_epoch, resume=resume, log_every=log_every)

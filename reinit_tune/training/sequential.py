@@ -50,8 +50,8 @@ def _replace_atomic(path: Path, write) -> None:
 def train_intermediate(config: TrialConfig, path: Path, *, data_dir=None,
                        use_gpu: bool = True) -> None:
     """Finetune the intermediate phase ``config`` and save its weights to ``path``."""
-    train, dev = data.train_and_dev(config.task, config.model, config.max_seq_length,
-                                    config.train_size, config.seed, data_dir)
+    train, dev = data.train_and_devs(config.task, config.model, config.max_seq_length,
+                                     config.train_size, config.seed, data_dir)
     model = build_model(config)
     results, setup = finetune_config(model, train, dev, config, use_gpu=use_gpu)
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
@@ -82,7 +82,7 @@ def build_final_model(config: TrialConfig, *, data_dir=None, use_gpu: bool = Tru
     """The model that finetunes on ``config.task``: the intermediate model's encoder and
     pooler with a fresh classification head for the final task."""
     state = intermediate_state(config, data_dir=data_dir, use_gpu=use_gpu)
-    model = load_pretrained(config.model, config.task_spec.num_labels)
+    model = load_pretrained(config.model, config.task)
     head = {k for k in model.state_dict() if k.split(".")[0] == "classifier"}
     missing, unexpected = model.load_state_dict(
         {k: v for k, v in state.items() if k not in head}, strict=False

@@ -99,6 +99,15 @@ def test_a_trial_measures_itself_and_saves_its_model(tiny_bert, glue_dir, tmp_pa
     assert (tmp_path / "m" / "tokenizer.json").is_file()
     assert not torch.equal(saved.bert.encoder.layer[0].output.dense.weight,
                            load(tiny_bert).bert.encoder.layer[0].output.dense.weight)
+    # 000 §4.5 as the authors computed it: against the pretrained checkpoint, not the
+    # reinitialized starting point (layer 4 was reinitialized, so the two differ there)
+    for layer in (1, 4):
+        finetuned = saved.bert.encoder.layer[layer - 1].output.dense.weight.double()
+        base = load(tiny_bert).bert.encoder.layer[layer - 1].output.dense.weight.double()
+        expected = float(torch.linalg.matrix_norm(finetuned - base, ord=2))
+        assert rows[layer]["w_output_spectral_pretrained"] == pytest.approx(expected, rel=1e-6)
+    assert rows[4]["w_output_spectral_pretrained"] > 5 * rows[4]["w_output_spectral"]
+    assert rows[1]["w_output_spectral_pretrained"] == pytest.approx(rows[1]["w_output_spectral"])
     # the stored rows round-trip through the similarity table with its schema
     store.write_similarity(tmp_path / "results", config.trial_id, rows)
     table = store.load_similarity(tmp_path / "results")

@@ -90,7 +90,7 @@ CASES = [
     ("data folder missing", lambda t, m, g: {"--data-dir": [str(t / "nowhere")]},
      "--data-dir", "grid"),
     ("dev split missing", lambda t, m, g: {"--data-dir": [data_folder(
-        t, g, drop_split="validation")]}, "GLUE rte/validation not found", "grid"),
+        t, g, drop_split="validation")]}, "rte/validation not found", "grid"),
     ("text column missing", lambda t, m, g: {"--data-dir": [data_folder(
         t, g, drop_column("sentence2"))]}, "lacks columns ['sentence2']", "grid"),
     ("label column missing", lambda t, m, g: {"--data-dir": [data_folder(
@@ -235,7 +235,7 @@ FAMILY_CASES = [
     ("permutations", ["--permutations", "0"], "--permutations: must be >= 1"),
     ("probing", ["--k", "5"], "--k: [5] out of range"),
     ("variants", ["--lr-multiplier", "0"], "reinit_lr_multiplier: must be a positive number"),
-    ("sequential", ["--intermediate-tasks", "wnli"], "GLUE wnli/train not found"),
+    ("sequential", ["--intermediate-tasks", "wnli"], "wnli/train not found"),
 ]
 
 

@@ -34,7 +34,7 @@ def config(tiny_bert, glue_dir) -> TrialConfig:
 
 @pytest.fixture(scope="module")
 def sst2_subset(glue_dir):
-    train_split, _ = data.train_and_dev("sst2", EMBEDDED_MODEL, 128, 400, seed=0)
+    train_split, _ = data.train_and_devs("sst2", EMBEDDED_MODEL, 128, 400, seed=0)
     return train_split
 
 
@@ -128,8 +128,8 @@ def test_fused_adamw_gives_the_foreach_update(tiny_bert):
 
 
 def run(config, glue_dir, **kwargs):
-    train, dev = data.train_and_dev(config.task, config.model, config.max_seq_length,
-                                    config.train_size, config.seed, str(glue_dir))
+    train, dev = data.train_and_devs(config.task, config.model, config.max_seq_length,
+                                     config.train_size, config.seed, str(glue_dir))
     model = build_model(config)
     results, _ = finetune(model, train, dev, task=config.task, opt=Optimization.of(config),
                           use_gpu=False, **kwargs)
@@ -186,3 +186,58 @@ def test_resuming_without_the_rng_states_would_differ(config, glue_dir, tmp_path
 def test_cpu_training_keeps_freed_memory_on_glibc():
     """The allocator setting really applies (mallopt accepts both parameters)."""
     assert retain_freed_memory() is True
+
+
+# -- learning-rate schedules --------------------------------------------------------------
+def test_slanted_triangular_schedule_is_howard_and_ruders_formula():
+    """Howard & Ruder 2018 eq. 3 with cut_frac 0.1, ratio 32, for T = 1000 steps: cut = 100;
+    p = t/cut before it, 1 - (t - cut)/(cut (1/cut_frac - 1)) after; lr = (1 + p(ratio-1))/ratio."""
+    from reinit_tune.training.loop import schedule_factor
+
+    def formula(t: int, total: int = 1000, cut_frac: float = 0.1, ratio: int = 32) -> float:
+        cut = int(total * cut_frac)
+        p = t / cut if t < cut else 1 - (t - cut) / (cut * (1 / cut_frac - 1))
+        return (1 + p * (ratio - 1)) / ratio
+
+    for t in (0, 1, 50, 99, 100, 101, 500, 999, 1000):
+        assert schedule_factor(t, 1000, "slanted-triangular") == pytest.approx(formula(t))
+    assert schedule_factor(0, 1000, "slanted-triangular") == pytest.approx(1 / 32)
+    assert schedule_factor(100, 1000, "slanted-triangular") == pytest.approx(1.0)  # the peak
+    assert schedule_factor(1000, 1000, "slanted-triangular") == pytest.approx(1 / 32)
+
+
+def test_linear_schedules_match_transformers_with_and_without_warmup():
+    from transformers import get_linear_schedule_with_warmup
+
+    from reinit_tune.training.loop import make_scheduler, schedule_factor
+
+    for warmup_ratio in (0.0, 0.1):
+        reference = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        theirs = get_linear_schedule_with_warmup(reference, int(np.ceil(0.1 * 40))
+                                                 if warmup_ratio else 0, 40)
+        ours = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        scheduler = make_scheduler(ours, Optimization(lr=1.0, warmup_ratio=warmup_ratio), 40)
+        for step in range(40):
+            assert scheduler.get_last_lr()[0] == pytest.approx(theirs.get_last_lr()[0])
+            assert schedule_factor(step, 40, "linear", warmup_ratio) == pytest.approx(
+                theirs.get_last_lr()[0])
+            reference.step(), theirs.step(), ours.step(), scheduler.step()
+    assert schedule_factor(2, 40, "linear", 0.1) == pytest.approx(0.5)  # half way up
+
+
+def test_the_loop_trains_with_the_configs_schedule_and_logs_step_losses(tiny_bert, glue_dir):
+    config = TrialConfig(tiny_bert, "rte", train_size=32, epochs=2, lr=1e-3, batch_size=8,
+                         schedule="slanted-triangular")
+    train, devs = data.train_and_devs("rte", tiny_bert, 64, 32, 0, str(glue_dir))
+    model = build_model(config)
+    results, _ = finetune(model, train, devs, task="rte", opt=Optimization.of(config),
+                          use_gpu=False, log_every=3)
+    steps = [s for r in results for s in r.steps]
+    assert [s for s, _, _ in steps] == [3, 6]  # 8 steps in all, every third logged
+    from reinit_tune.training.loop import schedule_factor
+
+    for step, loss, lr in steps:  # the rate each logged step used: the formula's
+        assert lr == pytest.approx(1e-3 * schedule_factor(step - 1, 8, "slanted-triangular"))
+        assert np.isfinite(loss) and loss > 0
+    # 4 steps per epoch: each epoch's result carries the steps it took
+    assert [[s for s, _, _ in r.steps] for r in results] == [[3], [6]]

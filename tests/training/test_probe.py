@@ -16,7 +16,7 @@ from reinit_tune.training.probe import pooled_features, train_probe, truncated
 
 @pytest.fixture(scope="module")
 def rte(tiny_bert, glue_dir):
-    return data.train_and_dev("rte", tiny_bert, 64, 24, 0, glue_dir)
+    return data.train_and_devs("rte", tiny_bert, 64, 24, 0, glue_dir)
 
 
 @pytest.mark.parametrize("k", [0, 2, 4])

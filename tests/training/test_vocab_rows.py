@@ -19,8 +19,8 @@ def test_updating_only_reachable_embedding_rows_matches_dense_adamw(tiny_bert, g
     bit-identical (as dense AdamW without weight decay leaves them), and training with the
     shortcut ends at the weights and dev scores of dense AdamW, to float rounding."""
     config = TrialConfig(tiny_bert, "rte", train_size=24, epochs=2, lr=1e-3, length_grouped=True)
-    train_split, dev = data.train_and_dev("rte", tiny_bert, 128, 24, seed=0)
-    dev = dev.select(range(32))
+    train_split, devs = data.train_and_devs("rte", tiny_bert, 128, 24, seed=0)
+    dev = devs["validation"].select(range(32))
     used = sorted({t for ids in train_split.input_ids for t in ids})
     initial = build_model(config).bert.embeddings.word_embeddings.weight.detach().clone()
 

@@ -1,0 +1,129 @@
+"""Each new preset end to end on a tiny model through the command line and Ray Tune: rows in
+the store (QA and MNLI included), its figures, 001's per-step losses and 002's consistency
+pairs. The data are real rows (SQuAD 2.0, MNLI with held-out dev splits, GLUE)."""
+
+from __future__ import annotations
+
+import pytest
+
+from reinit_tune import families, store
+from tests.helpers import cli
+
+pytestmark = pytest.mark.ray
+
+TINY = ["--seeds", "1", "--epochs", "1", "--lr", "1e-3", "--max-failures", "0"]
+RUNS = {
+    "000-progressive": (["--tasks", "qnli", "--sizes", "0.006", "--k", "0", "4"], 2),
+    "000-probing": (["--tasks", "sst2", "--sizes", "32", "--k", "1", "3"], 2),
+    "000-distance": (["--tasks", "sst2", "--sizes", "16", "32", "--similarity-examples",
+                      "16"], 2),
+    "001-layers": (["--tasks", "squad_v2", "mrpc", "--sizes", "24", "--k", "0", "4",
+                    "--max-seq-length", "96", "--batch-size", "8"], 4),
+    "001-sequential": (["--tasks", "rte", "wnli", "--sizes", "16"], 4),
+    "001-heads": (["--tasks", "stsb", "--sizes", "16", "--layers", "3"], 5),
+    "002-dynamics": (["--tasks", "mnli", "rte", "--sizes", "24", "--seeds", "2",
+                      "--similarity-examples", "16", "--no-layer-replacement"], 4),
+    "003-permutations-authors": (["--tasks", "rte", "--sizes", "16", "--permutations",
+                                  "2"], 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_tiny_run_of_each_preset_lands_rows_and_figures(name, ray_local, tiny_bert,
+                                                        small_data, tmp_path, capsys):
+    args, count = RUNS[name]
+    code, out = cli(capsys, "sweep", name, "--model", tiny_bert, *TINY, *args,
+                    "--data-dir", str(small_data), "--results", str(tmp_path))
+    assert code == 0, out[-3000:]
+    trials = store.load_trials(tmp_path)
+    assert len(trials) == count and set(trials["status"]) == {"ok"}, trials["error"]
+    assert set(trials["experiment"]) == {name}
+    if name == "001-layers":
+        squad = trials[trials["task"] == "squad_v2"]
+        assert squad["eval_f1"].between(0, 1).all() and squad["eval_exact"].notna().all()
+        assert (squad["score"] == squad["eval_f1"]).all()
+        mrpc = trials[trials["task"] == "mrpc"]
+        assert (mrpc["eval_acc_and_f1"] == (mrpc["eval_accuracy"] + mrpc["eval_f1"]) / 2).all()
+        steps = store.load_steps(tmp_path)
+        assert set(steps["trial_id"]) == set(trials["trial_id"]) and steps["step"].min() == 1
+    if name == "002-dynamics":
+        mnli = trials[trials["task"] == "mnli"]
+        assert mnli["eval_accuracy"].between(0, 1).all()
+        assert mnli["eval_accuracy_mismatched"].between(0, 1).all()
+        assert set(trials["schedule"]) == {"slanted-triangular"}
+        code, printed = cli(capsys, "consistency", "--results", str(tmp_path), "--examples",
+                            "12", "--data-dir", str(small_data))
+        assert code == 0, printed
+        pairs = store.load_pairs(tmp_path)
+        kinds = pairs.groupby("kind")["pair_id"].nunique().to_dict()
+        assert kinds == {"seeds": 2, "tasks": 2}  # per task two seeds; per seed two tasks
+        assert (pairs.loc[pairs["kind"] == "tasks", "examples"] == 24).all()
+        assert pairs.loc[pairs["layer"] > 0, "attention_js"].gt(0).all()
+        code, again = cli(capsys, "consistency", "--results", str(tmp_path), "--examples",
+                          "12", "--data-dir", str(small_data))
+        assert code == 0 and "0 pairs compared" in again  # nothing twice
+    if name == "000-distance":
+        sim = store.load_similarity(tmp_path)
+        moved = sim.loc[sim["layer"] > 0, "w_output_spectral_pretrained"]
+        assert len(moved) == 2 * 4 and moved.gt(0).all()
+    code, out = cli(capsys, "report", "--results", str(tmp_path))
+    assert code == 0, out
+    for spec in families.get(name).figures:
+        line = next(ln for ln in out.splitlines() if ln.startswith(spec.key + " "))
+        assert "not drawn" not in line and ".png" in line, line
+
+
+def test_a_qa_trial_keeps_its_surgery_and_scores_what_its_logits_point_at(tiny_bert,
+                                                                         small_data):
+    """Surgery works on a span-extraction model as on a classifier; and evaluation turns
+    logits into answers right: logits that point at every window's gold tokens (CLS where
+    the window holds no answer) score exact match 1 on the unanswerable questions and on the
+    answerable ones; logits that always prefer CLS answer nothing."""
+    import torch
+    from transformers.modeling_outputs import QuestionAnsweringModelOutput
+
+    from reinit_tune import TrialConfig, data
+    from reinit_tune.model.build import build_model
+    from reinit_tune.model.surgery import layer_stack
+    from reinit_tune.training.finetune import SpanExtraction
+
+    config = TrialConfig(tiny_bert, "squad_v2", train_size=8, reinit_layers=(3,),
+                         max_seq_length=96)
+    model = build_model(config)
+    assert model.qa_outputs.out_features == 2
+    assert torch.count_nonzero(model.qa_outputs.bias) == 0
+    fresh = build_model(config.replace(reinit_layers=()))
+    assert not torch.equal(layer_stack(model)[3].output.dense.weight,
+                           layer_stack(fresh)[3].output.dense.weight)
+    assert torch.equal(layer_stack(model)[2].output.dense.weight,
+                       layer_stack(fresh)[2].output.dense.weight)
+
+    class Pointing(torch.nn.Module):
+        def __init__(self, gold: bool):
+            super().__init__()
+            self.gold = gold
+
+        def forward(self, input_ids, attention_mask, start_positions, end_positions, **_):
+            start = torch.full(input_ids.shape, -10.0)
+            end = torch.full(input_ids.shape, -10.0)
+            rows = torch.arange(len(input_ids))
+            if self.gold:
+                start[rows, start_positions], end[rows, end_positions] = 10.0, 10.0
+            else:
+                start[:, 0], end[:, 0] = 10.0, 10.0
+            return QuestionAnsweringModelOutput(loss=torch.tensor(1.0), start_logits=start,
+                                                end_logits=end)
+
+    train, devs = data.train_and_devs("squad_v2", tiny_bert, 96, 8, 0, str(small_data))
+    scores = {}
+    for gold in (True, False):
+        objective = SpanExtraction(Pointing(gold), train, devs, "squad_v2")
+        objective.device = torch.device("cpu")
+        loss, scores[gold] = objective.evaluate()
+        assert loss == pytest.approx(1.0)
+    answers = devs["validation"].examples.answers
+    no_answer = sum(not a for a in answers) / len(answers)
+    assert 0 < no_answer < 1
+    assert scores[True]["noans_exact"] == 1.0 and scores[True]["hasans_exact"] > 0.9
+    assert scores[False]["exact"] == pytest.approx(no_answer)
+    assert (scores[False]["noans_exact"], scores[False]["hasans_f1"]) == (1.0, 0.0)
