@@ -230,6 +230,9 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
         print(describe(plan.configs))
         if plan.skipped:
             print(f"{plan.skipped} trials already in {plan.results_dir}: skipped")
+        if plan.reuse:
+            print(f"{len(plan.reuse)} trials are stored under another family with the same "
+                  "configuration: copied, not run again")
         if args.dry_run:
             print(f"dry run: {len(plan.todo)} of {len(plan.configs)} trials would run")
             print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import os
 import time
 import uuid
@@ -38,6 +39,8 @@ import pyarrow.parquet as pq
 
 from reinit_tune.config import TrialConfig
 from reinit_tune.tasks import ALL_METRICS
+
+log = logging.getLogger("reinit_tune")
 
 TRIALS = "trials"
 EPOCHS = "epochs"
@@ -95,6 +98,13 @@ TRIAL_SCHEMA = pa.schema(
         pa.field("resumed_from_epoch", pa.int64()),
         pa.field("versions", pa.string()),
         pa.field("finished_at", pa.timestamp("us", tz="UTC")),
+        # the primary metric without learning, on the dev labels (reinit_tune.metrics.
+        # reference_scores): every example the majority class, and uniform random guessing
+        pa.field("majority_score", pa.float64()),
+        pa.field("chance_score", pa.float64()),
+        # this row is another family's stored run of the same configuration (the runs of a
+        # config differ only in their experiment name): that trial's id
+        pa.field("reused_from", pa.string()),
     ]
 )
 
@@ -227,14 +237,92 @@ def write_trial(results_dir: str | os.PathLike, row: dict[str, Any], epochs: lis
     return path
 
 
+def equivalence_key(config: TrialConfig) -> str:
+    """What two configs that differ only in their experiment name share: they compute the
+    same numbers, so a stored run of one serves the other."""
+    identity = config.identity()
+    identity.pop("experiment")
+    return json.dumps(identity, sort_keys=True)
+
+
+def equivalent_ids(results_dir: str | os.PathLike) -> dict[str, str]:
+    """``equivalence_key`` → id of a stored "ok" trial with that key (its own run, not a
+    reuse)."""
+    df = load_trials(results_dir, status="ok")
+    found = {}
+    known = {f.name for f in dataclasses.fields(TrialConfig)}
+    for trial_id, blob, reused in zip(df["trial_id"], df["config_json"], df["reused_from"],
+                                      strict=True):
+        if isinstance(reused, str):
+            continue
+        try:
+            config = TrialConfig.from_dict({k: v for k, v in json.loads(blob).items()
+                                            if k in known})
+        except (ValueError, TypeError):
+            continue
+        found.setdefault(equivalence_key(config), trial_id)
+    return found
+
+
+def reuse_trial(results_dir: str | os.PathLike, source_id: str, config: TrialConfig) -> Path:
+    """Store ``config`` as a copy of the stored trial ``source_id``, which ran the same
+    configuration under another experiment name: its epochs, similarity and step rows too,
+    under ``config``'s id and experiment, with ``reused_from`` naming the source."""
+    root = Path(results_dir)
+    trial_id = config.trial_id
+    for table, schema in ((SIMILARITY, SIMILARITY_SCHEMA), (STEPS, STEP_SCHEMA)):
+        source = root / table / f"{source_id}.parquet"
+        if source.is_file():
+            rows = [{**r, "trial_id": trial_id} for r in _read_one(source, schema).to_pylist()]
+            _write_atomic(_table(rows, schema), root / table / f"{trial_id}.parquet")
+    epochs = []
+    if (root / EPOCHS / f"{source_id}.parquet").is_file():
+        epochs = [{**r, "trial_id": trial_id, "experiment": config.experiment}
+                  for r in _read_one(root / EPOCHS / f"{source_id}.parquet",
+                                     EPOCH_SCHEMA).to_pylist()]
+    [row] = _read_one(root / TRIALS / f"{source_id}.parquet", TRIAL_SCHEMA).to_pylist()
+    row.update(trial_id=trial_id, experiment=config.experiment, reused_from=source_id,
+               config_json=json.dumps(config.to_dict(), sort_keys=True))
+    return write_trial(root, row, epochs)
+
+
 def _read(folder: Path, schema: pa.Schema) -> pd.DataFrame:
     files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
     if not files:
         return schema.empty_table().to_pandas()
     # The current schema, not the first file's: rows written by an older version that lack a
     # newer column read as nulls instead of dropping the column.
-    table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table()
+    try:
+        table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table()
+    except (OSError, pa.ArrowException):
+        table = pa.concat_tables([t for t in (_read_one(f, schema) for f in files)
+                                  if t is not None] or [schema.empty_table()])
     return table.to_pandas()
+
+
+def _read_one(path: Path, schema: pa.Schema) -> pa.Table | None:
+    """One store file, or None (with a warning naming it) when it cannot be read: one damaged
+    file must not hide every other result."""
+    try:
+        return ds.dataset(str(path), schema=schema, format="parquet").to_table()
+    except (OSError, pa.ArrowException) as e:
+        log.warning("skipping unreadable results file %s (%s: %s); delete or restore it",
+                    path, type(e).__name__, str(e).splitlines()[0][:200])
+        return None
+
+
+def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:
+    """Store files that cannot be read (a disk fault, a foreign file): what ``load_trials``
+    and the other readers skip."""
+    bad = []
+    for name in (TRIALS, EPOCHS, SIMILARITY, STEPS, PAIRS):
+        folder = Path(results_dir) / name
+        for path in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
+            try:
+                pq.read_schema(path)
+            except (OSError, pa.ArrowException):
+                bad.append(path)
+    return bad
 
 
 def load_trials(results_dir: str | os.PathLike, status: str | None = None) -> pd.DataFrame:
@@ -297,7 +385,7 @@ def trial_row(
     last = reports[-1]
     for key in ("train_loss", "eval_loss", "score", "train_examples", "setup_time_s",
                 "device", "precision_used", "node_id", "hostname", "versions",
-                "resumed_from_epoch",
+                "resumed_from_epoch", "majority_score", "chance_score",
                 *(f"eval_{m}" for m in ALL_METRICS)):
         if key in last:
             row[key] = last[key]

@@ -76,7 +76,8 @@ class SyntheticStore:
     def add(self, experiment: str, task: str, score: float, *, seed: int = 0,
             train_size=5000, reinit_layers=(), epochs: int = 3, model: str = EMBEDDED_MODEL,
             epoch_scores: list[float] | None = None, epoch_losses: list[float] | None = None,
-            num_layers: int = 6, **fields) -> str:
+            num_layers: int = 6, majority: float | None = None, chance: float | None = None,
+            status: str = "ok", **fields) -> str:
         config = TrialConfig(model, task, train_size=train_size, seed=seed,
                              reinit_layers=tuple(reinit_layers), epochs=epochs,
                              experiment=experiment, **fields)
@@ -88,10 +89,14 @@ class SyntheticStore:
                     f"eval_{metric}": scores[e], "score": scores[e], "train_time_s": 1.0,
                     "eval_time_s": 0.5, "train_examples_per_s": 10.0,
                     "train_examples": examples, "setup_time_s": 0.1, "device": "cpu",
-                    "precision_used": "fp32", "node_id": "n",
+                    "precision_used": "fp32", "node_id": "n", "majority_score": majority,
+                    "chance_score": chance,
                     "versions": json.dumps({"torch": "2.x", "python": "3.11"})}
                    for e in range(epochs)]
-        row = store.trial_row(config, reports, num_layers=num_layers, status="ok")
+        if status != "ok":
+            reports = reports[:1]
+        row = store.trial_row(config, reports, num_layers=num_layers, status=status,
+                              error=None if status == "ok" else "RuntimeError: boom")
         store.write_trial(self.root, row, store.epoch_rows(config, reports))
         return config.trial_id
 

@@ -16,7 +16,8 @@ PACKAGE = Path(reinit_tune.__file__).parent
 LAYERS = [
     ("foundations", ["errors", "env", "seeding", "tasks"]),
     ("trial description", ["config", "model.shape", "metrics", "qa"]),
-    ("data, results store, model surgery", ["data", "store", "model.surgery", "model.build"]),
+    ("data, results store, model surgery", ["data", "store", "sanity", "model.surgery",
+                                            "model.build"]),
     ("training and similarity", ["training.*", "similarity.*"]),
     ("running sweeps", ["sweep.*"]),
     ("figures", ["analysis.*"]),

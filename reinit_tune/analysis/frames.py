@@ -56,6 +56,19 @@ def normalize(trials: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def by_model(rows: pd.DataFrame, models: set[str] | None = None) -> pd.DataFrame:
+    """``rows`` with the model in the ``task`` label when the figure draws more than one
+    model (``models``, default those of ``rows``), so that no figure pools two models' runs
+    into one point ("sst2 · bert-base-cased")."""
+    models = set(rows["model"]) if models is None else models
+    if rows.empty or len(models) < 2:
+        return rows
+    rows = rows.copy()
+    rows["task"] = [f"{t} · {str(m).rstrip('/').split('/')[-1]}"
+                    for t, m in zip(rows["task"], rows["model"], strict=True)]
+    return rows
+
+
 def ok(trials: pd.DataFrame, *experiments: str) -> pd.DataFrame:
     """Successful trials of the given experiments (all experiments when none given)."""
     mask = trials["status"] == "ok"

@@ -25,7 +25,7 @@ CELL_COLUMNS = ["task", "metric", "size", "layer", "head", "n", "diff", "score",
 
 def head_differences(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:
     """Per task, size, layer and head: n runs, mean score difference from the baseline."""
-    df = frames.ok(frames.normalize(trials), experiment)
+    df = frames.by_model(frames.ok(frames.normalize(trials), experiment))
     plain = df["reinit_layers"].map(len) == 0
     base = df[plain & (df["reinit_heads"].map(len) == 0)]
     single = df[plain & (df["reinit_heads"].map(len) == 1)].copy()
@@ -91,4 +91,8 @@ def plot_heads(trials: pd.DataFrame, out_dir: str | Path, name: str = "heads", *
         fig.colorbar(image, ax=ax, fraction=0.04)
     fig.suptitle("Attention-head reinitialization: difference from no reinitialization",
                  fontsize=10)
+    cells.attrs["caption"] = (
+        f"Rows read: `{experiment}` rows; each cell is the mean over "
+        f"{n_label(cells['n']).removeprefix('n=')} runs of the score minus the no-reinit "
+        "baseline's of the same seed (its mean where that seed has none).")
     return fig, save(fig, out_dir, name), cells

@@ -18,11 +18,13 @@ import pandas as pd
 
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import (
+    caption,
     ci_yerr,
     mean_line,
     metric_label,
     n_label,
     per_setting,
+    reference_lines,
     save,
     style,
 )
@@ -61,9 +63,14 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
               & (df["reinit_lr_multiplier"] == 1.0) & ~df["preserve_layernorm"]]
 
 
-def localized_table(trials: pd.DataFrame, block: int = BLOCK) -> pd.DataFrame:
+def localized_rows(trials: pd.DataFrame, experiment: str = "localized") -> pd.DataFrame:
+    return frames.by_model(_plain(frames.ok(frames.normalize(trials), experiment)))
+
+
+def localized_table(trials: pd.DataFrame, block: int = BLOCK,
+                    experiment: str = "localized") -> pd.DataFrame:
     """Per task, size, role and block: n, mean, std and 95% CI of the score."""
-    df = _plain(frames.ok(frames.normalize(trials), "localized"))
+    df = localized_rows(trials, experiment)
     rows = [{**row, "role": role, "block": start}
             for row in df.to_dict("records")
             for role, start in block_roles(row["reinit_layers"], row["num_layers"], block)]
@@ -75,8 +82,10 @@ def localized_table(trials: pd.DataFrame, block: int = BLOCK) -> pd.DataFrame:
     return table
 
 
-def plot_localized(trials: pd.DataFrame, out_dir: str | Path, name: str = "localized"):
-    table = localized_table(trials)
+def plot_localized(trials: pd.DataFrame, out_dir: str | Path, name: str = "localized", *,
+                   experiment: str = "localized"):
+    table = localized_table(trials, experiment=experiment)
+    rows = localized_rows(trials, experiment)
     blocks = table[table["role"].isin([REINIT, PRESERVED])]
     if blocks.empty:
         raise NoResultsError("no block reinitialized/preserved trials in the store")
@@ -104,14 +113,17 @@ def plot_localized(trials: pd.DataFrame, out_dir: str | Path, name: str = "local
                            label=f"{role} (n={base['n'].iloc[0]})")
         ax.set_xticks(range(len(starts)))
         ax.set_xticklabels([f"{b + 1}-{b + BLOCK}" for b in starts])
+        reference_lines(ax, rows[rows["task"] == sub["task"].iloc[0]])
         style(ax, xlabel="layers of the block", ylabel=metric_label(sub), title=title, grid="y")
     fig.suptitle("Localized reinitialization (mean, 95% t-interval)", fontsize=10)
+    table.attrs["caption"] = caption(table, f"`{experiment}` rows, each counted in every role "
+                                     "its reinit_layers plays")
     return fig, save(fig, out_dir, name), table
 
 
-def single_layer_table(trials: pd.DataFrame) -> pd.DataFrame:
+def single_layer_table(trials: pd.DataFrame, experiment: str = "single_layer") -> pd.DataFrame:
     """Per task, size and reinitialized layer (1-based; 0 = none, the full model)."""
-    df = _plain(frames.ok(frames.normalize(trials), "single_layer"))
+    df = frames.by_model(_plain(frames.ok(frames.normalize(trials), experiment)))
     df = df[df["reinit_layers"].map(len) <= 1].copy()
     cols = ["task", "metric", "size", "layer"]
     if df.empty:
@@ -120,8 +132,10 @@ def single_layer_table(trials: pd.DataFrame) -> pd.DataFrame:
     return summarize(df, cols)
 
 
-def plot_single_layer(trials: pd.DataFrame, out_dir: str | Path, name: str = "single_layer"):
-    table = single_layer_table(trials)
+def plot_single_layer(trials: pd.DataFrame, out_dir: str | Path, name: str = "single_layer",
+                      *, experiment: str = "single_layer"):
+    table = single_layer_table(trials, experiment)
+    rows = frames.by_model(frames.ok(frames.normalize(trials), experiment))
     layers = table[table["layer"] > 0]
     if layers.empty:
         raise NoResultsError("no single-layer reinitialization trials in the store")
@@ -135,6 +149,8 @@ def plot_single_layer(trials: pd.DataFrame, out_dir: str | Path, name: str = "si
             ax.axhline(base["mean"].iloc[0], ls="--", color="k", lw=1,
                        label=f"full model (n={base['n'].iloc[0]})")
         ax.set_xticks(sorted(sub.loc[sub["layer"] > 0, "layer"]))
+        reference_lines(ax, rows[rows["task"] == sub["task"].iloc[0]])
         style(ax, xlabel="reinitialized layer", ylabel=metric_label(sub), title=title)
     fig.suptitle("Single-layer reinitialization (mean, 95% t-interval)", fontsize=10)
+    table.attrs["caption"] = caption(table, f"`{experiment}` rows")
     return fig, save(fig, out_dir, name), table

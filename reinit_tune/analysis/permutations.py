@@ -20,7 +20,14 @@ import pandas as pd
 from scipy import stats
 
 from reinit_tune.analysis import frames
-from reinit_tune.analysis.plotting import metric_label, per_setting, save, style
+from reinit_tune.analysis.plotting import (
+    caption,
+    metric_label,
+    per_setting,
+    reference_lines,
+    save,
+    style,
+)
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
 from reinit_tune.tasks import TASKS
@@ -40,7 +47,7 @@ def role(row) -> str | None:
 
 def permutation_rows(trials: pd.DataFrame, experiment: str = "permutations") -> pd.DataFrame:
     """Successful ``permutations`` trials with a ``role`` column."""
-    df = frames.ok(frames.normalize(trials), experiment)
+    df = frames.by_model(frames.ok(frames.normalize(trials), experiment))
     df["role"] = [role(r) for r in df.to_dict("records")]
     return df[df["role"].notna()].reset_index(drop=True)
 
@@ -92,10 +99,12 @@ def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "pe
             kde_ax.fill_betweenx(ys, 0, density(ys), color="tab:blue", alpha=0.3)
             kde_ax.axis("off")
         ax.set_xticks(xs)
+        reference_lines(ax, pts)
         style(ax, xlabel="permutation (run)", ylabel=metric_label(pts), title=title, grid=None,
               legend=6)
-    fig.suptitle("Layer permutations: ±2σ bands around the baselines; right: kernel density",
-                 fontsize=10)
+    fig.suptitle("Layer permutations (±2σ bands; right: kernel density)", fontsize=9)
+    table.attrs["caption"] = caption(table, f"`{experiment}` rows: each circle one "
+                                     "permutation's run; the baselines' runs of the same sweep")
     return fig, save(fig, out_dir, name), table
 
 

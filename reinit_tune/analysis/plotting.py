@@ -93,3 +93,22 @@ def style(ax, *, xlabel: str, ylabel: str | None = None, title: str | None = Non
 def metric_label(table: pd.DataFrame) -> str:
     metrics = sorted(set(table["metric"].dropna())) if "metric" in table else []
     return "dev " + "/".join(metrics) if metrics else "dev score"
+
+
+def reference_lines(ax, rows: pd.DataFrame) -> None:
+    """The scores of not learning, on a score axis: dotted the dev majority-class rate,
+    dash-dot uniform random guessing (both from the dev labels, stored with each trial)."""
+    for column, line, label in (("majority_score", ":", "majority class"),
+                                ("chance_score", "-.", "chance")):
+        if column in rows and rows[column].notna().any():
+            value = float(rows[column].dropna().mean())
+            ax.axhline(value, ls=line, color="0.45", lw=0.9, label=f"{label} ({value:.3f})")
+
+
+def caption(table: pd.DataFrame, reads: str) -> str:
+    """A figure's caption: the rows it reads and how many runs each point averages."""
+    runs = f"the mean of {n_label(table['n']).removeprefix('n=')} runs" if "n" in table \
+        else "one run"
+    return (f"Rows read: {reads}. Each point is {runs}, with its 95% t-interval (003 App. B) "
+            "where there are two runs or more. Dotted: the dev majority-class score; "
+            "dash-dot: chance.")

@@ -16,12 +16,14 @@ import pandas as pd
 
 from reinit_tune.analysis import frames
 from reinit_tune.analysis.plotting import (
+    caption,
     ci_yerr,
     metric_label,
     n_label,
     panels,
     per_setting,
     pyplot,
+    reference_lines,
     save,
     style,
 )
@@ -60,17 +62,25 @@ def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
     return table.sort_values(["task", "train_examples", "k"]).reset_index(drop=True)[COLUMNS]
 
 
+def _rows(trials: pd.DataFrame, experiment: str, metrics: dict[str, str] | None = None,
+          models: set[str] | None = None) -> pd.DataFrame:
+    rows = with_metrics(frames.ok(frames.normalize(trials), experiment), metrics)
+    return frames.by_model(rows, models)
+
+
 def progressive_table(trials: pd.DataFrame, experiment: str = "progressive",
-                      metrics: dict[str, str] | None = None) -> pd.DataFrame:
+                      metrics: dict[str, str] | None = None,
+                      models: set[str] | None = None) -> pd.DataFrame:
     """Per task, train size and k: n, mean score, std and 95% CI of the successful trials of
     ``experiment`` (``metrics``: see ``with_metrics``)."""
-    rows = with_metrics(frames.ok(trials, experiment), metrics)
-    return _curve_table(rows, "num_pretrained_layers", "finetune")
+    return _curve_table(_rows(trials, experiment, metrics, models), "num_pretrained_layers",
+                        "finetune")
 
 
-def probing_table(trials: pd.DataFrame, experiment: str = "probing") -> pd.DataFrame:
+def probing_table(trials: pd.DataFrame, experiment: str = "probing",
+                  models: set[str] | None = None) -> pd.DataFrame:
     """Per task, train size and probed layer k (0 = embeddings .. L): the probe's score."""
-    df = frames.ok(frames.normalize(trials), experiment)
+    df = _rows(trials, experiment, models=models)
     return _curve_table(df[df["probe_layer"].notna()], "probe_layer", "probe")
 
 
@@ -81,11 +91,17 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
     returns (figure, [png, pdf paths], table plotted: finetuning rows with ``curve``
     "finetune" and the probing overlay with ``curve`` "probe")."""
     plt = pyplot()
-    table = progressive_table(trials, experiment, metrics)
-    if table.empty:
+    ok = frames.ok(trials, experiment)
+    if ok.empty:
         raise NoResultsError(f"no successful {experiment} trials in the store")
-    probes = probing_table(trials, probing) if probing else probing_table(trials.iloc[:0])
-    ok = with_metrics(frames.ok(trials, experiment), metrics)
+    # Probing rows overlay the finetuning curves of the same model and task only.
+    probe_rows = frames.ok(trials, probing) if probing else ok.iloc[:0]
+    probe_rows = probe_rows[probe_rows["model"].isin(set(ok["model"]))]
+    models = set(ok["model"])
+    table = progressive_table(trials, experiment, metrics, models)
+    probes = probing_table(probe_rows, probing, models) if probing else probing_table(
+        trials.iloc[:0])
+    ok = _rows(trials, experiment, metrics, models)
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
@@ -109,11 +125,16 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
                         capsize=2, color=colors.get(size, "0.35"),
                         label=f"probe, {size} examples ({n_label(line['n'])}/pt)")
         n_layers = int(ok.loc[ok["task"] == task, "num_layers"].max())
+        reference_lines(ax, ok[ok["task"] == task])
         ax.set_xticks(range(0, n_layers + 1))
         style(ax, xlabel="k (pretrained layers kept; k+1..L reinitialized)",
               ylabel=metric_label(sub), title=task.upper())
-    fig.suptitle("Progressive reinit. (mean, 95% t-CI); dashed: probing", fontsize=9)
-    return fig, save(fig, out_dir, name), pd.concat([table, probes], ignore_index=True)
+    fig.suptitle("Progressive reinit. (mean, 95% t-CI)"
+                 + ("; dashed: probing" if not probes.empty else ""), fontsize=9)
+    plotted = pd.concat([table, probes], ignore_index=True)
+    plotted.attrs["caption"] = caption(plotted, f"`{experiment}` rows" + (
+        f"; dashed: `{probing}` rows of the same model" if not probes.empty else ""))
+    return fig, save(fig, out_dir, name), plotted
 
 
 def plot_probing(trials: pd.DataFrame, out_dir: str | Path, name: str = "probing", *,
@@ -123,6 +144,7 @@ def plot_probing(trials: pd.DataFrame, out_dir: str | Path, name: str = "probing
     table = probing_table(trials, experiment)
     if table.empty:
         raise NoResultsError(f"no successful {experiment} trials in the store")
+    rows = _rows(trials, experiment)
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
@@ -131,9 +153,11 @@ def plot_probing(trials: pd.DataFrame, out_dir: str | Path, name: str = "probing
             line = line.sort_values("k")
             ax.errorbar(line["k"], line["mean"], yerr=ci_yerr(line), marker="s", ms=3,
                         capsize=2, label=f"{size} examples ({n_label(line['n'])}/pt)")
+        reference_lines(ax, rows[rows["task"] == task])
         style(ax, xlabel="layers kept (probe on hidden state k; 0 = embeddings)",
               ylabel=metric_label(sub), title=task.upper())
     fig.suptitle("Linear probe on the frozen encoder's layer k (mean, 95% t-CI)", fontsize=9)
+    table.attrs["caption"] = caption(table, f"`{experiment}` rows")
     return fig, save(fig, out_dir, name), table
 
 
@@ -142,7 +166,7 @@ def plot_step_losses(trials: pd.DataFrame, steps: pd.DataFrame, out_dir: str | P
                      line: str = "num_pretrained_layers"):
     """Training loss against iteration (001 Figs 1, 4), one panel per task, one line per
     value of ``line`` (k, or the intermediate task), averaged over runs at each step."""
-    ok = frames.ok(frames.normalize(trials), experiment)
+    ok = frames.by_model(frames.ok(frames.normalize(trials), experiment))
     df = steps.merge(ok[["trial_id", "task", line]], on="trial_id")
     if df.empty:
         raise NoResultsError(f"no per-step losses of {experiment} trials in the store (run it "
@@ -160,17 +184,23 @@ def plot_step_losses(trials: pd.DataFrame, steps: pd.DataFrame, out_dir: str | P
         style(ax, xlabel="iteration (optimizer step)", ylabel="training loss",
               title=task.upper(), legend=6)
     fig.suptitle("Training loss per iteration", fontsize=9)
+    table.attrs["caption"] = (f"Rows read: the per-step losses of `{experiment}` trials. Each "
+                              "point is the loss of one step's batch, averaged over the runs "
+                              f"that logged it ({n_label(table['n'])}).")
     return fig, save(fig, out_dir, name), table
 
 
 def small_data_rows(trials: pd.DataFrame) -> pd.DataFrame:
     """Runs of the small-data regime: the ``small_data`` experiment when the store has it,
-    else progressive runs with at most 500 training examples."""
+    else progressive runs with at most 500 training examples (``source`` says which)."""
     rows = frames.ok(trials, "small_data")
+    source = "small_data"
     if rows.empty:
         rows = frames.ok(trials, "progressive")
         rows = rows[rows["train_examples"] <= SMALL_DATA]
-    rows = rows.copy()
+        source = "progressive (<= 500 examples)"
+    rows = frames.by_model(rows).copy()
+    rows["source"] = source
     rows["size"] = rows["train_size"].map(size_label)
     rows["k"] = rows["num_pretrained_layers"].astype(int)
     return rows.reset_index(drop=True)
@@ -191,14 +221,11 @@ def plot_small_data(trials: pd.DataFrame, out_dir: str | Path, name: str = "smal
         line = table[(table["task"] == task) & (table["size"] == size)].sort_values("k")
         ax.scatter(pts["k"] + rng.uniform(-0.15, 0.15, len(pts)), pts["score"], s=8,
                    alpha=0.45, linewidths=0, color="tab:blue", label="one run")
-        ax.plot(line["k"], line["mean"], ls=":", color="k", marker="_",
+        ax.plot(line["k"], line["mean"], ls="--", color="k", marker="_",
                 label=f"mean ({n_label(line['n'])} runs/pt)")
+        reference_lines(ax, pts)
         ax.set_xticks(sorted(pts["k"].unique()))
         style(ax, xlabel="k (pretrained layers kept)", ylabel=metric_label(line), title=title)
     fig.suptitle("Small-data runs: each dot one run (seed = train subset)", fontsize=10)
+    table.attrs["caption"] = caption(table, f"`{rows['source'].iloc[0]}` rows")
     return fig, save(fig, out_dir, name), table
-
-
-def format_table(table: pd.DataFrame) -> str:
-    shown = table[["task", "metric", "size", "k", "n", "mean", "ci_low", "ci_high", "curve"]]
-    return shown.to_string(index=False, float_format=lambda v: f"{v:.4f}")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from reinit_tune import families
-from reinit_tune.analysis import frames, similarity
+from reinit_tune import families, sanity, store
+from reinit_tune.analysis import explore, frames, published, similarity
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import NoResultsError
 from reinit_tune.families.base import Figure, FigureSpec, plot
@@ -110,6 +110,8 @@ border:1px solid #eee}
 table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}
 .missing li{margin:.2em 0}.failed{color:#a00;white-space:pre-wrap}details{margin:.5em 0}
+.warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em}
+.paper{font-style:italic;color:#444}figcaption{font-size:.85em;color:#333}
 """
 
 
@@ -167,16 +169,40 @@ def _versions(trials: pd.DataFrame) -> pd.DataFrame:
                          for k, v in sorted(seen.items())])
 
 
-def render(sections_: list[Section], data: frames.Store, results_dir: Path) -> str:
+def _figure_html(f: Figure) -> str:
+    png = next(p for p in f.paths if p.suffix == ".png")
+    links = ", ".join(f"<a href='{p.name}'>{p.name}</a>" for p in f.paths)
+    caption = html.escape(f.table.attrs.get("caption", ""))
+    return (f"<figure>{_image(png)}<figcaption>{caption} Files: {links}</figcaption></figure>"
+            f"<details><summary>numbers plotted ({len(f.table)} rows, n per point)</summary>"
+            f"{_table_html(f.table)}</details>")
+
+
+def render(sections_: list[Section], data: frames.Store, results_dir: Path,
+           unreadable: list[Path] | None = None) -> str:
     trials = data.trials
+    ok = int((trials["status"] == "ok").sum())
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>reinit-tune report"
              f"</title><style>{CSS}</style></head><body>",
              "<h1>reinit-tune report</h1>",
              f"<p class='source'>results: {html.escape(str(results_dir))}; generated "
              f"{pd.Timestamp.now(tz='UTC'):%Y-%m-%d %H:%M UTC}; {len(trials)} trials "
-             f"({int((trials['status'] == 'ok').sum())} ok), {len(data.similarity)} "
-             "similarity rows. Error bars and shaded intervals are 95% t-intervals (003 App. "
-             "B); every legend and table states n, the runs behind each point.</p>"]
+             f"({ok} ok, {len(trials) - ok} failed), {len(data.similarity)} similarity rows. "
+             "Error bars and shaded intervals are 95% t-intervals (003 App. B); every caption, "
+             "legend and table states n, the runs behind each point.</p>"]
+    if trials.empty:
+        parts.append("<p class='warn'><b>The store holds no trials yet.</b> Run a sweep into "
+                     f"this folder (<code>reinit-tune sweep progressive --results "
+                     f"{html.escape(str(results_dir))}</code>) and make the report again.</p>")
+    if unreadable:
+        parts.append("<p class='warn'><b>Skipped files that cannot be read</b> (a disk fault "
+                     "or a foreign file; delete or restore them): " + ", ".join(
+                         html.escape(str(p)) for p in unreadable) + "</p>")
+    degenerate = sanity.warnings(trials)
+    if degenerate:
+        parts.append("<div class='warn' id='degenerate'><b>Results that are not results</b>"
+                     "<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in degenerate)
+                     + "</ul></div>")
     present = data.experiments
     absent = [e for e in experiments() if e not in present]
     parts.append(f"<p>experiments in the store: <b>{html.escape(', '.join(present) or 'none')}"
@@ -185,7 +211,8 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path) -> s
     missing = [s for s in sections_ if not s.figures]
     parts.append("<h2>Contents</h2><ul>" + "".join(
         f"<li><a href='#{s.key}'>{html.escape(s.title)}</a> "
-        f"({', '.join(f.name for f in s.figures)})</li>" for s in drawn) + "</ul>")
+        f"({', '.join(f.name for f in s.figures)})</li>" for s in drawn)
+        + "<li><a href='#trials-section'>Every trial</a></li></ul>")
     if missing:
         parts.append("<h2 id='missing'>Not drawn</h2><ul class='missing'>" + "".join(
             f"<li><b>{html.escape(s.title)}</b> ({html.escape(s.source)}): "
@@ -194,22 +221,22 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path) -> s
             + "</li>" for s in missing) + "</ul>")
     for s in drawn:
         parts.append(f"<h2 id='{s.key}'>{html.escape(s.title)}</h2>"
-                     f"<p class='source'>{html.escape(s.source)}</p>")
+                     f"<p class='source'>Reproduces {html.escape(s.source)}. Reads "
+                     f"{html.escape(s.spec.reads)}.</p>")
+        trend = published.TRENDS.get(s.key)
+        if trend:
+            parts.append(f"<p class='paper'>The paper: {html.escape(trend)}</p>")
         for f in s.figures:
-            png = next(p for p in f.paths if p.suffix == ".png")
-            links = ", ".join(f"<a href='{p.name}'>{p.name}</a>" for p in f.paths)
-            parts.append(f"<figure>{_image(png)}<figcaption>{links}</figcaption></figure>"
-                         f"<details><summary>numbers plotted ({len(f.table)} rows, n per "
-                         f"point)</summary>{_table_html(f.table)}</details>")
+            parts.append(_figure_html(f))
         for caption, table in s.tables.items():
             parts.append(f"<h3>{html.escape(caption)}</h3>{_table_html(table)}")
-    parts.append("<h2 id='configs'>Configurations</h2>" + _table_html(_config_summary(trials)))
-    config_cols = ["trial_id", "experiment", "status", "model", "task", "train_size", "seed",
-                   "reinit_layers", *[c for c in frames.NEUTRAL if c in trials], "lr",
-                   "batch_size", "epochs", "score"]
-    parts.append(f"<details><summary>every trial ({len(trials)})</summary>"
-                 f"{_table_html(trials[config_cols])}</details>")
+        for caption, table in published.beside(s.key, data).items():
+            parts.append(f"<h3>{html.escape(caption)}</h3>{_table_html(table)}")
+    parts.append("<h2 id='trials-section'>Every trial</h2>"
+                 + explore.trial_table(trials, data.epochs))
     if not trials.empty:
+        parts.append("<h2 id='configs'>Configurations</h2>"
+                     + _table_html(_config_summary(trials)))
         parts.append("<h2 id='versions'>Library versions and devices</h2>"
                      + _table_html(_versions(trials)))
     failed = trials[trials["status"] == "error"]
@@ -230,7 +257,12 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None) -
     built, data = build(results, out, only)
     page = out / "report.html"
     out.mkdir(parents=True, exist_ok=True)
-    page.write_text(render(built, data, results.resolve()))
+    unreadable = store.unreadable_files(results)
+    page.write_text(render(built, data, results.resolve(), unreadable))
+    for path in unreadable:
+        print(f"warning: skipped unreadable results file {path}", file=sys.stderr)
+    for line in sanity.warnings(data.trials):
+        print(f"warning: {line}", file=sys.stderr)
     for s in built:
         if only:  # a figure or two from the command line: show their numbers too
             for f in s.figures:

@@ -25,7 +25,7 @@ COLUMNS = ["size", "final", "intermediate", "metric", "n", "mean", "std", "ci_lo
 
 def sequential_table(trials: pd.DataFrame, experiment: str = "sequential") -> pd.DataFrame:
     """One row per (size, final, intermediate) cell; the diagonal cell is the baseline."""
-    df = frames.ok(frames.normalize(trials), experiment)
+    df = frames.by_model(frames.ok(frames.normalize(trials), experiment))
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     df = df.rename(columns={"task": "final"})
@@ -77,4 +77,8 @@ def plot_sequential(trials: pd.DataFrame, out_dir: str | Path, name: str = "sequ
                      fontsize=9)
     fig.suptitle("Sequential finetuning: intermediate x final task (diagonal: direct)",
                  fontsize=10)
+    table.attrs["caption"] = (
+        f"Rows read: `{experiment}` rows; a cell is the mean of "
+        f"{n_label(table['n']).removeprefix('n=')} runs of the final task after the "
+        "intermediate one; the diagonal is direct finetuning.")
     return fig, save(fig, out_dir, name), table

@@ -17,7 +17,15 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
-from reinit_tune.analysis.plotting import mean_line, n_label, panels, pyplot, save, style
+from reinit_tune.analysis.plotting import (
+    caption,
+    mean_line,
+    n_label,
+    panels,
+    pyplot,
+    save,
+    style,
+)
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
 
@@ -83,6 +91,8 @@ def plot_similarity_by_size(trials: pd.DataFrame, similarity: pd.DataFrame,
             style(ax, xlabel=LAYER, title=task.upper() if row == 0 else None, legend=6)
             ax.set_ylabel(MEASURES[measure], fontsize=7)
     fig.suptitle("Finetuned vs pre-finetuning model, per layer, by train size", fontsize=10)
+    table.attrs["caption"] = caption(table, "the similarity rows of "
+                                     f"`{experiment or 'every'}` trials, one per layer")
     return fig, save(fig, out_dir, name), table
 
 
@@ -107,7 +117,11 @@ def plot_similarity_by_task(trials: pd.DataFrame, similarity: pd.DataFrame,
         style(ax, xlabel=LAYER, legend=6)
         ax.set_title(MEASURES[measure], fontsize=8)
     fig.suptitle("Finetuned vs pre-finetuning model, per layer, by task", fontsize=10)
-    return fig, save(fig, out_dir, name), table.reset_index(drop=True)
+    table = table.reset_index(drop=True)
+    table.attrs["caption"] = caption(table, "the similarity rows of "
+                                     f"`{experiment or 'every'}` trials at each task's largest "
+                                     "train size, full-model trials where there are any")
+    return fig, save(fig, out_dir, name), table
 
 
 def plot_pair(rows: pd.DataFrame, out_dir: str | Path, name: str, title: str):
@@ -168,4 +182,6 @@ def plot_consistency(trials: pd.DataFrame, pairs: pd.DataFrame, out_dir: str | P
                   title=f"{'two seeds' if kind == 'seeds' else 'two tasks'}: "
                         f"{MEASURES[measure]}")
     fig.suptitle("Consistency of finetuning, per layer (002 §5)", fontsize=10)
+    table.attrs["caption"] = caption(table, "the pairs table (reinit-tune consistency): two "
+                                     "seeds' models of a task, two tasks' models of a seed")
     return fig, save(fig, out_dir, name), table

@@ -43,9 +43,10 @@ def summarize(df: pd.DataFrame, by: list[str], value: str = "score") -> pd.DataF
 
 
 def size_label(train_size: float | None) -> str:
-    """'500', '10%' or 'full' for a stored ``train_size``."""
+    """'500', '10%', '0.6%' or 'full' for a stored ``train_size``: every distinct fraction
+    gets a distinct label (000 runs QNLI at both 1% and 0.6%)."""
     if train_size is None or (isinstance(train_size, float) and np.isnan(train_size)):
         return "full"
     if train_size < 1:
-        return f"{train_size:.0%}"
+        return f"{100 * train_size:.4g}%"
     return f"{int(train_size)}"

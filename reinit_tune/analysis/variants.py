@@ -1,10 +1,16 @@
 """003 Appendices D, E and F: training variants of the progressive experiment.
 
-- Figures 6 and 7 (App. E, F): progressive curves of a variant (a learning-rate multiplier on
-  the reinitialized layers, LayerNorm parameters preserved, or another initializer) against
-  the plain progressive runs of the same task and train size.
-- App. D: dev score and dev loss after every epoch (up to 10) for k in {0, L/2, L}, from the
-  per-epoch rows of the ``variants`` trials that change nothing but the epoch count.
+Which rows each figure reads (the ``variants`` sweep holds all three kinds):
+
+- Figures 6 and 7 (App. E, F): the progressive curves of a variant (a learning-rate
+  multiplier on the reinitialized layers, LayerNorm parameters preserved, another
+  initializer) against the reference curve of the same sweep: its plain rows (no variant)
+  with the reference epoch count, i.e. not the epoch study. Only where the sweep has no
+  reference rows for a (task, size) does the baseline come from ``progressive`` rows of the
+  same model, task, size and epochs, and the legend says so.
+- App. D: dev score and loss after every epoch, from the epoch table of the epoch-study rows
+  alone: the plain rows whose epoch count is the largest in their (task, size), when that is
+  more than the reference curve's (the 10-epoch runs).
 """
 
 from __future__ import annotations
@@ -15,73 +21,113 @@ import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from reinit_tune.analysis import frames
-from reinit_tune.analysis.plotting import mean_line, metric_label, per_setting, save, style
+from reinit_tune.analysis.plotting import (
+    caption,
+    mean_line,
+    metric_label,
+    per_setting,
+    reference_lines,
+    save,
+    style,
+)
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
 
-BASELINE = "progressive (baseline)"
+REFERENCE = "reference (same sweep)"
+FROM_PROGRESSIVE = "progressive (baseline from that sweep)"
 
 
-def variant_label(row, baseline_init=None) -> str | None:
-    """What a ``variants`` trial changes, in words; None for the plain (epoch-study) runs."""
+def variant_label(row, reference_init: str | None = None) -> str | None:
+    """What a ``variants`` trial changes, in words; None for a plain (reference or epoch
+    study) run. An initializer is a change only where it differs from the reference's."""
     parts = []
     if row["reinit_lr_multiplier"] != 1.0:
         parts.append(f"LR x{row['reinit_lr_multiplier']:g} on reinitialized layers")
     if row["preserve_layernorm"]:
         parts.append("LayerNorm preserved")
-    if row["init_scheme"] is not None and row["init_scheme"] != baseline_init:
+    if reference_init is not None and row["init_scheme"] not in (None, reference_init):
         parts.append(f"init {row['init_scheme']}")
     return ", ".join(parts) or None
 
 
-def _labelled(trials: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(progressive baseline rows, variants rows) with a ``variant`` label column."""
-    df = frames.normalize(trials)
-    base = frames.ok(df, "progressive")
-    base = base[(base["reinit_lr_multiplier"] == 1.0) & ~base["preserve_layernorm"]].copy()
-    inits = base["init_scheme"].dropna().unique()
-    baseline_init = inits[0] if len(inits) == 1 else None
-    variants = frames.ok(df, "variants")
-    variants["variant"] = [variant_label(r, baseline_init) for r in variants.to_dict("records")]
-    base["variant"] = BASELINE
-    return base, variants
+def _split(trials: pd.DataFrame, experiment: str = "variants"
+           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(reference rows, epoch-study rows, variant rows) of ``experiment``, labelled."""
+    df = frames.by_model(frames.ok(frames.normalize(trials), experiment))
+    if df.empty:
+        return df, df, df
+    schemes = df["init_scheme"].dropna()
+    reference_init = schemes.mode().iloc[0] if not schemes.empty else None
+    df["variant"] = [variant_label(r, reference_init) for r in df.to_dict("records")]
+    plain = df[df["variant"].isna()]
+    longest = plain.groupby(["task", "size"])["epochs"].transform("max")
+    shortest = plain.groupby(["task", "size"])["epochs"].transform("min")
+    varied = set(zip(df.loc[df["variant"].notna(), "task"],
+                     df.loc[df["variant"].notna(), "size"], strict=True))
+    alone = pd.Series([(t, s) not in varied for t, s in zip(plain["task"], plain["size"],
+                                                              strict=True)], index=plain.index)
+    # The study: a setting's longest plain runs, when they are longer than its reference
+    # curve's or the setting has no variant (and so no reference curve) at all.
+    study = plain[(plain["epochs"] == longest) & ((longest > shortest) | alone)]
+    reference = plain.drop(study.index)
+    return reference, study, df[df["variant"].notna()]
 
 
-def variants_table(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per task, size, variant (or the baseline) and k: n, mean and 95% t-interval."""
-    base, variants = _labelled(trials)
-    variants = variants[variants["variant"].notna()]
+def variants_table(trials: pd.DataFrame, experiment: str = "variants") -> pd.DataFrame:
+    """Per task, size, curve (a variant, or its baseline) and k: n, mean and 95% t-interval.
+    The baseline is the sweep's own reference curve, else progressive rows (see module)."""
+    reference, _, variants = _split(trials, experiment)
     cols = ["task", "metric", "size", "variant", "k"]
     if variants.empty:
         return pd.DataFrame(columns=[*cols, "n", "mean", "std", "ci_low", "ci_high"])
-    settings = set(zip(variants["task"], variants["size"], strict=True))
-    base = base[[(t, s) in settings for t, s in zip(base["task"], base["size"], strict=True)]]
-    df = pd.concat([base, variants], ignore_index=True)
+    reference = reference.assign(variant=REFERENCE)
+    missing = {(t, s, e) for t, s, e in zip(variants["task"], variants["size"],
+                                            variants["epochs"], strict=True)
+               } - set(zip(reference["task"], reference["size"], reference["epochs"],
+                           strict=True))
+    progressive = frames.by_model(frames.ok(frames.normalize(trials), "progressive"))
+    if missing and not progressive.empty:
+        plain = progressive[(progressive["reinit_lr_multiplier"] == 1.0)
+                            & ~progressive["preserve_layernorm"]]
+        keep = [(t, s, e) in missing for t, s, e in zip(plain["task"], plain["size"],
+                                                        plain["epochs"], strict=True)]
+        reference = pd.concat([reference, plain[keep].assign(variant=FROM_PROGRESSIVE)])
+    df = pd.concat([reference, variants], ignore_index=True)
     df["k"] = df["num_pretrained_layers"].astype(int)
-    return summarize(df, cols)
+    table = summarize(df, cols)
+    table.attrs["rows"] = df
+    return table
 
 
-def plot_variants(trials: pd.DataFrame, out_dir: str | Path, name: str = "variants"):
-    table = variants_table(trials)
+def plot_variants(trials: pd.DataFrame, out_dir: str | Path, name: str = "variants", *,
+                  experiment: str = "variants"):
+    table = variants_table(trials, experiment)
     if table.empty:
         raise NoResultsError("no learning-rate, LayerNorm or initializer variants in the store")
+    rows = table.attrs.pop("rows")
     fig, axes, columns = per_setting(table)
     for col, title, sub in columns:
         ax = axes[0, col]
         for variant, line in sub.groupby("variant", sort=False):
-            mean_line(ax, line, "k", label=variant, ls="--" if variant == BASELINE else "-",
-                      color="k" if variant == BASELINE else None)
+            baseline = variant in (REFERENCE, FROM_PROGRESSIVE)
+            mean_line(ax, line, "k", label=variant, ls="--" if baseline else "-",
+                      color="k" if baseline else None)
+        reference_lines(ax, rows[(rows["task"] == sub["task"].iloc[0])])
         ax.set_xticks(sorted(sub["k"].unique()))
         style(ax, xlabel="k (pretrained layers kept)", ylabel=metric_label(sub), title=title)
     fig.suptitle("Variants of progressive reinitialization (mean, 95% t-interval)",
                  fontsize=10)
+    table.attrs["caption"] = caption(
+        table, f"`{experiment}` rows with a learning-rate multiplier, preserved LayerNorm or "
+        "another initializer, against the same sweep's reference curve (dashed; "
+        f"'{FROM_PROGRESSIVE}' where the sweep has none)")
     return fig, save(fig, out_dir, name), table
 
 
-def epoch_table(trials: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
+def epoch_table(trials: pd.DataFrame, epochs: pd.DataFrame,
+                experiment: str = "variants") -> pd.DataFrame:
     """App. D: per task, size, k and epoch, the dev score and dev loss of the epoch study."""
-    _, variants = _labelled(trials)
-    study = variants[variants["variant"].isna()]
+    _, study, _ = _split(trials, experiment)
     cols = ["task", "metric", "size", "k", "epoch"]
     empty = pd.DataFrame(columns=[*cols, "n", "mean", "std", "ci_low", "ci_high",
                                   "loss_n", "loss_mean", "loss_ci_low", "loss_ci_high"])
@@ -96,14 +142,18 @@ def epoch_table(trials: pd.DataFrame, epochs: pd.DataFrame) -> pd.DataFrame:
     loss = summarize(df, cols, value="eval_loss")
     loss = loss.rename(columns={"n": "loss_n", "mean": "loss_mean", "std": "loss_std",
                                 "ci_low": "loss_ci_low", "ci_high": "loss_ci_high"})
-    return score.merge(loss, on=cols)[empty.columns]
+    table = score.merge(loss, on=cols)[empty.columns]
+    table.attrs["rows"] = study
+    return table
 
 
 def plot_epochs(trials: pd.DataFrame, epochs: pd.DataFrame, out_dir: str | Path,
-                name: str = "epochs"):
-    table = epoch_table(trials, epochs)
+                name: str = "epochs", *, experiment: str = "variants"):
+    table = epoch_table(trials, epochs, experiment)
     if table.empty:
-        raise NoResultsError("no epoch-study trials (variants without a change) in the store")
+        raise NoResultsError(f"no epoch-study trials in the store (the {experiment} sweep's "
+                             "runs with the most epochs, no variant)")
+    rows = table.attrs.pop("rows")
     fig, axes, columns = per_setting(table, rows=2)
     for col, title, sub in columns:
         for k, line in sub.groupby("k"):
@@ -112,9 +162,13 @@ def plot_epochs(trials: pd.DataFrame, epochs: pd.DataFrame, out_dir: str | Path,
                                  "mean": line["loss_mean"], "ci_low": line["loss_ci_low"],
                                  "ci_high": line["loss_ci_high"]})
             mean_line(axes[1, col], loss, "epoch", label=f"k={k}")
+        reference_lines(axes[0, col], rows[rows["task"] == sub["task"].iloc[0]])
         style(axes[0, col], xlabel="epoch", ylabel=metric_label(sub), title=title)
         style(axes[1, col], xlabel="epoch", ylabel="dev loss")
         for ax in axes[:, col]:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle("Dev score and loss per epoch (mean, 95% t-interval)", fontsize=10)
+    table.attrs["caption"] = caption(
+        table, f"the epoch-study rows of `{experiment}` (its runs with the most epochs and no "
+        "variant); the epoch table of those trials")
     return fig, save(fig, out_dir, name), table

@@ -2,6 +2,8 @@
 
 ``make_plan`` collapses identical configs, looks up each model's shape, runs every pre-flight
 check (``reinit_tune.sweep.preflight``) and skips the trials the store already holds "ok";
+a trial whose configuration the store holds under another experiment name (``small_data``'s
+runs are ``progressive``'s at 500 examples) is copied from it, not run again;
 the resulting ``Plan`` is what ``reinit_tune.sweep.cost`` estimates and
 ``reinit_tune.sweep.runner`` launches. The store is the only resume state: planning the same
 grid again after an interruption leaves exactly the unfinished trials to run.
@@ -28,6 +30,9 @@ class Plan:
     name: str
     configs: tuple[TrialConfig, ...]
     todo: tuple[TrialConfig, ...]
+    # trial id → id of a stored trial of the same configuration under another experiment
+    # name: copied into the store instead of run again
+    reuse: dict[str, str]
     shapes: dict[str, ModelShape]
     options: RunOptions
     results_dir: Path
@@ -36,7 +41,7 @@ class Plan:
 
     @property
     def skipped(self) -> int:
-        return len(self.configs) - len(self.todo)
+        return len(self.configs) - len(self.todo) - len(self.reuse)
 
 
 def _shapes(configs: list[TrialConfig], given: dict[str, ModelShape] | None
@@ -70,8 +75,13 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
     if options.save_model:
         done = {i for i in done if (results / "models" / i / "config.json").is_file()}
     name = options.name or (unique[0].experiment if unique else "sweep")
-    return Plan(name, tuple(unique), tuple(c for c in unique if c.trial_id not in done),
-                shapes, options, results, data_dir, storage)
+    missing = [c for c in unique if c.trial_id not in done]
+    equivalents = store.equivalent_ids(results)
+    reuse = {c.trial_id: equivalents[store.equivalence_key(c)] for c in missing
+             if store.equivalence_key(c) in equivalents
+             and equivalents[store.equivalence_key(c)] in done}
+    return Plan(name, tuple(unique), tuple(c for c in missing if c.trial_id not in reuse),
+                reuse, shapes, options, results, data_dir, storage)
 
 
 def describe(configs: tuple[TrialConfig, ...] | list[TrialConfig]) -> str:

@@ -25,7 +25,7 @@ from typing import TextIO
 
 from ray import tune
 
-from reinit_tune import store
+from reinit_tune import sanity, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.sweep import cluster, cost
@@ -43,15 +43,17 @@ class SweepSummary:
     total: int
     skipped: int = 0
     ok: int = 0
+    reused: int = 0  # copied from a stored run of the same config under another family
     failed: int = 0
     retries: int = 0
     wall_time_s: float = 0.0
     examples_per_s: list[float] = field(default_factory=list)
     dry_run: bool = False
+    warnings: list[str] = field(default_factory=list)  # results that are not really results
 
     @property
     def not_finished(self) -> int:
-        return self.total - self.skipped - self.ok - self.failed
+        return self.total - self.skipped - self.ok - self.failed - self.reused
 
     def __str__(self) -> str:
         if self.dry_run:
@@ -62,12 +64,16 @@ class SweepSummary:
         )
         rerun = ("\nrerun the same command to run the unfinished trials (stored ones are "
                  "skipped)" if self.not_finished else "")
+        warned = "".join(f"\nwarning: {w}" for w in self.warnings)
         return (
             f"sweep {self.name}: {self.total} trials: {self.ok} ran ok, {self.failed} failed, "
-            f"{self.skipped} already in the store (skipped), {self.not_finished} not finished; "
+            f"{self.skipped} already in the store (skipped), "
+            + (f"{self.reused} copied from another family's identical runs, "
+               if self.reused else "") +
+            f"{self.not_finished} not finished; "
             f"{self.retries} retries; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
             f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
-            f"(reinit_tune.store.load_trials('{self.results_dir}')){rerun}"
+            f"(reinit_tune.store.load_trials('{self.results_dir}')){rerun}{warned}"
         )
 
 
@@ -153,6 +159,10 @@ def launch(plan: Plan) -> SweepSummary:
     """Run every trial of ``plan`` not yet in the store through Ray Tune; return the counts."""
     summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
                            skipped=plan.skipped)
+    by_id = {c.trial_id: c for c in plan.configs}
+    for trial_id, source in plan.reuse.items():
+        store.reuse_trial(plan.results_dir, source, by_id[trial_id])
+        summary.reused += 1
     if not plan.todo:
         return summary
     connect(plan)
@@ -182,6 +192,9 @@ def launch(plan: Plan) -> SweepSummary:
     start = time.perf_counter()
     tuner.fit()
     summary.wall_time_s = time.perf_counter() - start
+    trials = store.load_trials(plan.results_dir)
+    summary.warnings = sanity.warnings(
+        trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])
     return summary
 
 

@@ -34,7 +34,7 @@ import torch
 import transformers
 
 import reinit_tune
-from reinit_tune import data
+from reinit_tune import data, metrics, qa
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.build import build_model, load_pretrained
 from reinit_tune.model.surgery import layer_stack
@@ -45,6 +45,7 @@ from reinit_tune.similarity.layers import (
     pretrained_distances,
 )
 from reinit_tune.sweep.options import SimilarityOptions, TrialRuntime
+from reinit_tune.tasks import get_task
 from reinit_tune.training import sequential
 from reinit_tune.training.finetune import finetune_config
 from reinit_tune.training.loop import EpochResult, Optimization, TrainSetup
@@ -123,6 +124,7 @@ def execute(
         config.task, config.model, config.max_seq_length, config.train_size, config.seed, data_dir
     )
     dev = next(iter(devs.values()))  # the primary dev split: what similarity compares on
+    majority, chance = reference_scores(config.task, dev)
     if config.intermediate_task is not None:
         model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu)
     else:
@@ -135,6 +137,7 @@ def execute(
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
         record = epoch_report(config, result, setup, setup_time)
         record["num_layers"] = num_layers
+        record["majority_score"], record["chance_score"] = majority, chance
         if result.steps:
             record["steps"] = json.dumps(result.steps)
         record["resumed_from_epoch"] = resume["epoch"] if resume else 0
@@ -160,6 +163,16 @@ def execute(
     else:
         finetune_config(model, train, devs, config, **run)
     return reports
+
+
+def reference_scores(task: str, dev: data.Encoded) -> tuple[float, float | None]:
+    """The primary metric of predicting the majority class (for QA: no answer) on ``dev``,
+    and of random guessing (None where undefined: QA)."""
+    if dev.examples is not None:
+        no_answer = {qid: "" for qid in dev.examples.ids}
+        gold = dict(zip(dev.examples.ids, dev.examples.answers, strict=True))
+        return qa.squad_v2_scores(no_answer, gold)[get_task(task).primary], None
+    return metrics.reference_scores(task, dev.labels)
 
 
 def final_similarity(model, reference, dev: data.Encoded, options: SimilarityOptions) -> list:

@@ -206,12 +206,12 @@ def test_variants_and_epoch_study(synth, tmp_path):
     data = synth.load()
     _, paths, table = variants.plot_variants(data.trials, tmp_path)
     files_ok(paths)
-    assert set(table["variant"]) == {variants.BASELINE, "LayerNorm preserved",
+    assert set(table["variant"]) == {variants.FROM_PROGRESSIVE, "LayerNorm preserved",
                                      "LR x5 on reinitialized layers"}
     assert set(table["size"]) == {"5000"}  # the epoch study is not a variant
     lr5 = row(table, variant="LR x5 on reinitialized layers", k=3)
     assert lr5["n"] == 3 and lr5["mean"] == pytest.approx(0.75)
-    assert row(table, variant=variants.BASELINE, k=6)["mean"] == pytest.approx(0.82)
+    assert row(table, variant=variants.FROM_PROGRESSIVE, k=6)["mean"] == pytest.approx(0.82)
 
     _, paths, epochs = variants.plot_epochs(data.trials, data.epochs, tmp_path)
     files_ok(paths)

@@ -29,7 +29,7 @@ def add_every_other_family(synth: SyntheticStore) -> None:
         synth.add("variants", "sst2", 0.6 + 0.03 * k, reinit_layers=range(k, L),
                   reinit_lr_multiplier=5.0)
         synth.add("variants", "sst2", 0, reinit_layers=range(k, L), epochs=2,
-                  epoch_scores=[0.5, 0.6])
+                  train_size=500, epoch_scores=[0.5, 0.6])
     for layer in range(L + 1):
         synth.add("probing", "sst2", 0.5 + 0.03 * layer, train_size=None, probe_layer=layer)
     synth.add("localized", "qnli", 0.8)
@@ -98,3 +98,101 @@ def test_report_from_a_real_sweep_then_with_every_family(ray_local, tiny_bert, g
     assert "Table 1: paired correlations" in printed and "spearman_p" in printed
     assert (results / "figures" / "permutations.png").is_file()
     assert not (results / "figures" / "heads.png").exists()
+
+
+# -- a report is never a traceback --------------------------------------------------------
+def test_report_of_an_empty_store_says_so(tmp_path, capsys):
+    (tmp_path / "results").mkdir()
+    code, out = cli(capsys, "report", "--results", str(tmp_path / "results"))
+    assert code == 0, out
+    page = (tmp_path / "results" / "report" / "report.html").read_text()
+    assert "The store holds no trials yet" in page and "No trials in the store yet" in page
+    assert "not drawn: no successful progressive trials" in out
+
+
+def test_report_of_a_store_whose_trials_all_failed_lists_them(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path / "results")
+    for seed in range(2):
+        synth.add("progressive", "sst2", 0.5, seed=seed, status="error")
+    code, out = cli(capsys, "report", "--results", str(tmp_path / "results"))
+    assert code == 0, out
+    page = (tmp_path / "results" / "report" / "report.html").read_text()
+    assert "id='failed'" in page and "RuntimeError: boom" in page
+    assert "2 trials (0 ok, 2 failed)" in page
+
+
+def test_an_unreadable_file_is_skipped_with_a_warning_that_names_it(tmp_path, capsys, caplog):
+    from reinit_tune import store
+
+    synth = SyntheticStore(tmp_path / "results")
+    good = synth.add("progressive", "sst2", 0.7)
+    garbage = tmp_path / "results" / "trials" / "0123456789abcdef.parquet"
+    garbage.write_bytes(b"this is not parquet")
+    with caplog.at_level("WARNING", logger="reinit_tune"):
+        trials = store.load_trials(tmp_path / "results")
+    assert list(trials["trial_id"]) == [good]
+    assert str(garbage) in caplog.text
+    code, out = cli(capsys, "report", "--results", str(tmp_path / "results"))
+    assert code == 0, out
+    page = (tmp_path / "results" / "report" / "report.html").read_text()
+    assert "Skipped files that cannot be read" in page and str(garbage) in page
+    assert "id='progressive'" in page  # the good row is still drawn
+
+
+def test_the_report_warns_about_results_at_the_majority_rate(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path / "results")
+    for k in (0, 6):
+        synth.add("progressive", "sst2", 0.509174, train_size=200, reinit_layers=range(k, 6),
+                  majority=0.509174, chance=0.5)
+    code, out = cli(capsys, "report", "--results", str(tmp_path / "results"))
+    assert code == 0
+    page = (tmp_path / "results" / "report" / "report.html").read_text()
+    assert "Results that are not results" in page and "majority-class rate 0.5092" in page
+    assert "warning: progressive sst2" in out
+    assert "majority class (0.509)" not in page  # legends are in the PNG, not the page
+    assert "Dotted: the dev majority-class score" in page
+
+
+def test_the_trial_table_is_sortable_filterable_and_shows_epoch_curves(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path / "results")
+    synth.add("progressive", "sst2", 0.7, epoch_scores=[0.5, 0.6, 0.7], reinit_layers=[5])
+    synth.add("heads", "stsb", 0.8, reinit_heads=((0, 1),))
+    code, _ = cli(capsys, "report", "--results", str(tmp_path / "results"))
+    page = (tmp_path / "results" / "report" / "report.html").read_text()
+    table = page[page.index("<table id='trials'>"):page.index("</table>",
+                                                              page.index("<table id='trials'>"))]
+    headers = re.findall(r"<th[^>]*>([^<]+)</th>", table)
+    assert headers[:5] == ["score", "metric", "experiment", "task", "size"]
+    assert "epoch 1: 0.5000, epoch 2: 0.6000, epoch 3: 0.7000" in table  # the sparkline
+    assert "reinit 5" in table and "heads 0.1" in table
+    assert "id='trial-filter'" in page and "addEventListener('click'" in page
+
+
+def test_the_report_works_in_headless_chromium(tmp_path, capsys):
+    """The page's JavaScript, run by a real browser: filtered and sorted through the link."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import report_screenshot
+    finally:
+        sys.path.pop(0)
+    if report_screenshot.chromium() is None:
+        pytest.skip("no chromium on this machine (apt-get install chromium)")
+    synth = SyntheticStore(tmp_path / "results")
+    for seed, score in enumerate((0.61, 0.74, 0.68)):
+        synth.add("heads", "stsb", score, seed=seed, reinit_heads=((0, seed),))
+    synth.add("progressive", "sst2", 0.9)
+    assert cli(capsys, "report", "--results", str(tmp_path / "results"))[0] == 0
+    page = tmp_path / "results" / "report" / "report.html"
+    shot = tmp_path / "shot.png"
+    dom = report_screenshot.browse(report_screenshot.page_url(page, "heads", "-score"),
+                                   screenshot=shot)
+    table = dom[dom.index('<table id="trials">'):]
+    body = table[table.index("<tbody>"):table.index("</tbody>")]
+    rows = re.findall(r"<tr( style=\"display: none;\")?>(.*?)</tr>", body)
+    shown = [cells for hidden, cells in rows if not hidden]
+    assert len(rows) == 4 and len(shown) == 3  # the progressive row is filtered out
+    scores = [float(re.search(r"<td data-sort=\"[^\"]*\">([\d.]+)</td>", c).group(1))
+              for c in shown]
+    assert scores == sorted(scores, reverse=True) == [0.74, 0.68, 0.61]
+    assert "3 of 4 trials" in dom
+    assert shot.stat().st_size > 10_000

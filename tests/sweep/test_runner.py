@@ -52,6 +52,23 @@ def test_tiny_sweep_stores_rows_and_a_rerun_adds_none(ray_local, tiny_bert, glue
     assert (again.ok, again.skipped) == (0, 3)
     assert {p: p.stat().st_mtime_ns for p in (tmp_path / "trials").iterdir()} == files
 
+    # The same configurations under another family name: copied from these runs, not rerun
+    small = families.get("small_data").configs(
+        Grid(tiny_bert, tasks=("rte",), sizes=(16,), seeds=1, epochs=2,
+             data_dir=str(glue_dir), lr=1e-4), k=[0, 2, 4])
+    assert {c.trial_id for c in small}.isdisjoint(c.trial_id for c in configs)
+    copied = run_sweep(small, options)
+    assert (copied.ok, copied.reused, copied.failed, copied.not_finished) == (0, 3, 0, 0)
+    trials = store.load_trials(tmp_path).set_index("trial_id")
+    by_k = {c.reinit_layers: c.trial_id for c in configs}
+    for config in small:
+        copy, source = trials.loc[config.trial_id], trials.loc[by_k[config.reinit_layers]]
+        assert copy["experiment"] == "small_data" and copy["reused_from"] == source.name
+        assert copy["score"] == source["score"] and copy["train_loss"] == source["train_loss"]
+    epochs = store.load_epochs(tmp_path)
+    assert len(epochs[epochs["experiment"] == "small_data"]) == 6
+    assert store.finished_ids(tmp_path) >= {c.trial_id for c in small}  # a rerun skips them
+
 
 def test_a_failing_trial_leaves_an_error_row_and_the_sweep_goes_on(
         ray_local, tiny_bert, glue_dir, tmp_path):
