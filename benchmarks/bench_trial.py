@@ -220,8 +220,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=2e-5)
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--repeats", type=int, default=3, help="interleaved repetitions per seed")
-    p.add_argument("--precision", choices=("fp32", "bf16"), default="bf16",
-                   help="precision of (b) and (c); (a) is always fp32 like run_glue's defaults")
+    p.add_argument("--precision", choices=("auto", "fp32", "bf16"), default="auto",
+                   help="precision of (b) and (c) (auto: bf16 where this device computes it "
+                        "natively); (a) is always fp32 like run_glue's defaults")
     p.add_argument("--ways", nargs="+", choices=sorted(WAYS), default=["a", "b", "c"])
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: all)")
     p.add_argument("--cpu", action="store_true", help="stay on the CPU even if a GPU is visible")
@@ -255,6 +256,12 @@ def run_one(args) -> Run:
         return run_hf(config, args.one, use_gpu=not args.cpu, out_dir=Path(tmp))
 
 
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def spawn(argv: list[str], way: str, seed: int) -> Run:
     """Run one way in a fresh interpreter; its last stdout line is the run as JSON."""
     cmd = [sys.executable, "-m", __spec__.name, *argv, "--one", way, "--seeds", str(seed)]
@@ -268,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser().parse_args(argv)
     common.offline_defaults()
+    if args.precision == "auto":  # resolved once, so every spawned way runs the same
+        from reinit_tune.hardware import resolve_precision
+
+        args.precision = resolve_precision("auto", on_gpu=not args.cpu and _cuda())[0]
+        argv += ["--precision", args.precision]
     if args.smoke:
         args.train_size, args.epochs, args.repeats = 32, 1, 1
         argv += ["--train-size", "32", "--epochs", "1"]

@@ -25,6 +25,7 @@ from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES
 from reinit_tune.env import HUB
 from reinit_tune.errors import InputError
 from reinit_tune.families.base import Family, Grid, parse_size
+from reinit_tune.hardware import resolve_precision
 from reinit_tune.model.shape import EMBEDDED_MODEL, shape_for
 from reinit_tune.sweep.options import (
     DEFAULT_CHECKPOINT_AFTER_S,
@@ -108,8 +109,10 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     common.add_argument("--warmup-ratio", type=float, default=None,
                         help="share of the steps the linear schedule warms up over "
                              f"(default: {training.warmup_ratio:g})")
-    common.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                        help="bf16 autocasts on GPUs that support it and on CPU")
+    common.add_argument("--precision", choices=("auto", *PRECISIONS), default="auto",
+                        help="auto: bf16 autocast where the trials' device computes bf16 "
+                             "natively (GPUs that support it; CPUs with AVX512-BF16 or AMX), "
+                             "fp32 elsewhere; resolved here before the trial ids")
     common.add_argument("--init-scheme", choices=INIT_SCHEMES, default="bert",
                         help="distribution of reinitialized weights: 'bert' (003 App. A) or "
                              "'authors-code' (what the 003 authors' code did; see README)")
@@ -170,6 +173,10 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     extra.add_argument("--save-model", action=on_off, default=run_defaults.save_model,
                        help="save each finetuned model to RESULTS/models/<trial_id>/ (compare "
                             "two with reinit-tune compare or reinit-tune consistency)")
+    extra.add_argument("--eval", choices=("final", "every-epoch"), default=run_defaults.evaluate,
+                       dest="evaluate",
+                       help="score the dev split after the last epoch only, or after every "
+                            "epoch (per-epoch curves); changes no training number")
     extra.add_argument("--log-every", type=int, default=run_defaults.log_every,
                        help="store the training loss of every N-th step in RESULTS/steps/ "
                             "(0: none)")
@@ -187,12 +194,14 @@ def sweep_parser(family: Family, prog: str | None = None) -> argparse.ArgumentPa
 def grid_of(args: argparse.Namespace, family: Family) -> Grid:
     """The ``Grid`` the common sweep flags describe (None: the family's default)."""
     model = args.model or family.model
+    precision, why = resolve_precision(args.precision, on_gpu=args.gpus_per_trial > 0)
+    logging.getLogger("reinit_tune").info("precision %s (%s)", precision, why)
     return Grid(
         model=model, shape=shape_for(model, args.num_layers, args.num_heads),
         tasks=tuple(args.tasks), sizes=tuple(args.sizes) if args.sizes else None,
         seeds=args.seeds, epochs=args.epochs, data_dir=args.data_dir, lr=args.lr,
         batch_size=args.batch_size, max_seq_length=args.max_seq_length,
-        schedule=args.schedule, warmup_ratio=args.warmup_ratio, precision=args.precision,
+        schedule=args.schedule, warmup_ratio=args.warmup_ratio, precision=precision,
         init_scheme=args.init_scheme, length_grouped=args.length_grouped,
     )
 
@@ -210,7 +219,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         resources=Resources(args.cpus_per_trial, args.gpus_per_trial),
         max_failures=args.max_failures, storage=args.storage,
         checkpoint_after_s=args.checkpoint_after_s, similarity=similarity,
-        save_model=args.save_model, log_every=args.log_every,
+        save_model=args.save_model, log_every=args.log_every, evaluate=args.evaluate,
     )
 
 
@@ -237,7 +246,8 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
             print(f"dry run: {len(plan.todo)} of {len(plan.configs)} trials would run")
             print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,
                                       calibrate_here=args.calibrate,
-                                      use_gpu=args.gpus_per_trial > 0))
+                                      use_gpu=args.gpus_per_trial > 0,
+                                      every_epoch=args.evaluate == "every-epoch"))
             return 0
         from reinit_tune.sweep import runner
 

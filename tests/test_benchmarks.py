@@ -40,13 +40,24 @@ def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_d
 
 
 @pytest.mark.ray
+def test_bench_gpu_without_ray_runs_trials_as_processes(capsys, tiny_bert, glue_dir):
+    assert bench_gpu.main(["--smoke", "--models", tiny_bert, "--task", "rte", "--precision",
+                           "fp32", "--launcher", "processes"]) == 0
+    out = capsys.readouterr().out
+    packs = [r for r in table_rows(out, tiny_bert) if len(r) == 7]
+    assert [(int(r[2]), int(r[3]), r[4]) for r in packs] == [(1, 1, "processes"),
+                                                            (2, 2, "processes")]
+    assert all(float(r[-1]) > 0 for r in packs)
+
+
 def test_bench_gpu_smoke_runs_packing_and_mfu_on_cpu(capsys, ray_local, tiny_bert, glue_dir):
     bench = bench_gpu
     assert bench.main(["--smoke", "--models", tiny_bert, "--task", "rte", "--precision",
                        "fp32"]) == 0
     out = capsys.readouterr().out
     packs = [r for r in table_rows(out, tiny_bert) if len(r) == 7]
-    assert [int(r[1]) for r in packs] == [1, 2] and all(float(r[-1]) > 0 for r in packs)
+    assert [int(r[2]) for r in packs] == [1, 2] and all(float(r[-1]) > 0 for r in packs)
+    assert {r[4] for r in packs} == {"ray"}
     (mfu,) = table_rows(out, "cpu ")
     assert mfu[-1] == "n/a" and float(mfu[5]) > 0  # no CPU peak known: TFLOP/s, no MFU
 
@@ -70,3 +81,15 @@ def test_bench_levers_smoke_turns_levers_off_one_at_a_time(capsys, tiny_bert, gl
     assert len(base) == 1 and set(off) == {"vocab_rows", "fused"}
     assert float(base[0][-1]) == 1.0  # the speed-up column is relative to all levers on
     assert all(float(r[-2]) > 0 for r in off.values())
+
+
+def test_bench_eval_smoke_compares_the_two_evaluation_policies(capsys, tiny_bert, glue_dir):
+    from benchmarks import bench_eval
+
+    assert bench_eval.main(["--smoke", "--model", tiny_bert, "--task", "rte"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"final-only evaluation makes this trial -?[\d.]+% cheaper", out), out
+    match = re.search(r"003 progressive grid \(2145 trials.*: ([\d,.]+) device-hours "
+                      r"evaluating every epoch, ([\d,.]+) final only", out)
+    assert match and float(match.group(2).replace(",", "")) < float(
+        match.group(1).replace(",", ""))

@@ -14,7 +14,7 @@ PACKAGE = Path(reinit_tune.__file__).parent
 
 # Lowest first. A module may import modules of its own layer and of the layers below.
 LAYERS = [
-    ("foundations", ["errors", "env", "seeding", "tasks"]),
+    ("foundations", ["errors", "env", "seeding", "tasks", "hardware"]),
     ("trial description", ["config", "model.shape", "metrics", "qa"]),
     ("data, results store, model surgery", ["data", "store", "sanity", "model.surgery",
                                             "model.build"]),

@@ -199,6 +199,9 @@ class RunDefaults:
     layer_replacement: bool = False
     save_model: bool = False
     log_every: int = 0
+    # "final": the dev split scored after the last epoch only, all most figures read;
+    # "every-epoch" where a figure plots per-epoch curves (003 App. D's epoch study)
+    evaluate: str = "final"
 
 
 @dataclass(frozen=True)

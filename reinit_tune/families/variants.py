@@ -18,6 +18,7 @@ from reinit_tune.families.base import (
     FigureSpec,
     Flag,
     Grid,
+    RunDefaults,
     Size,
     expand,
     parse_size,
@@ -83,6 +84,7 @@ FAMILY = Family(
         Flag("--max-epochs", "epochs of the 'epochs' study (k in {0, L/2, L})",
              default=EPOCH_STUDY_EPOCHS),
     ),
+    run=RunDefaults(evaluate="every-epoch"),  # the epoch study plots every epoch
     fields="`reinit_lr_multiplier=5`, `preserve_layernorm=True` (each with the reference "
            "curve at 5k); `epochs=10` for k in {0, L/2, L} at 500 and 5k",
     order=70,

@@ -114,10 +114,11 @@ _split_rows = lru_cache(maxsize=64)(data.split_rows)
 
 
 def trial_seconds(config: TrialConfig, coeffs: Coefficients, num_layers: int,
-                  data_dir=None) -> float:
-    """Modelled wall time of one trial on the device ``coeffs`` describe (for a sequential
-    trial, the final finetuning only: ``estimate`` adds each intermediate model once, as the
-    cache trains it once)."""
+                  data_dir=None, every_epoch: bool = True) -> float:
+    """Modelled wall time of one trial on the device ``coeffs`` describe, scoring the dev
+    split after every epoch or (``every_epoch=False``) the last one (for a sequential trial,
+    the final finetuning only: ``estimate`` adds each intermediate model once, as the cache
+    trains it once)."""
     tokens = TASK_TOKENS[config.task]
     n_train = data.subset_size(
         config.train_size, _split_rows(config.task, "train", data_dir), config.task
@@ -135,7 +136,8 @@ def trial_seconds(config: TrialConfig, coeffs: Coefficients, num_layers: int,
     steps = math.ceil(n_train / config.batch_size)
     train = steps * coeffs.step_s + n_train * per_example * coeffs.token_s
     evaluate = n_dev * tokens.dev * cut * coeffs.eval_token_s
-    return config.epochs * (train + evaluate) + TRIAL_SETUP_S
+    evaluations = config.epochs if every_epoch else 1
+    return config.epochs * train + evaluations * evaluate + TRIAL_SETUP_S
 
 
 @dataclass
@@ -160,6 +162,7 @@ def estimate(
     data_dir=None,
     calibrated: dict[tuple[str, str], Coefficients] | None = None,
     device: str = RECORDED_DEVICE,
+    every_epoch: bool = True,
 ) -> Estimate:
     """Device-hours of running ``configs`` (whose models have ``shapes``) one after another on
     one device. ``calibrated`` maps (model, precision) to coefficients measured on ``device``
@@ -176,7 +179,8 @@ def estimate(
             coeffs, source = recorded_coefficients(shapes[config.model], config.precision)
             device = RECORDED_DEVICE
         sources[f"{config.model} {config.precision} {source}"] = None
-        seconds += trial_seconds(config, coeffs, shapes[config.model].num_layers, data_dir)
+        seconds += trial_seconds(config, coeffs, shapes[config.model].num_layers, data_dir,
+                                 every_epoch)
     return Estimate(len(configs), seconds / 3600, device, list(sources))
 
 
@@ -258,7 +262,7 @@ def calibrate(
 
 def sweep_estimate(
     configs: list[TrialConfig], shapes: dict[str, ModelShape], data_dir=None, *,
-    calibrate_here: bool = False, use_gpu: bool = True,
+    calibrate_here: bool = False, use_gpu: bool = True, every_epoch: bool = True,
 ) -> Estimate | str:
     """The dry run's cost line: the recorded table, or ``calibrate`` on this device for each
     (model, precision) of the grid. A grid whose model width is unknown gets no estimate."""
@@ -271,4 +275,4 @@ def sweep_estimate(
         for model, precision in sorted({(c.model, c.precision) for c in configs}):
             calibrated[(model, precision)], device = calibrate(shapes[model], precision,
                                                                use_gpu)
-    return estimate(configs, shapes, data_dir, calibrated, device)
+    return estimate(configs, shapes, data_dir, calibrated, device, every_epoch)

@@ -53,6 +53,7 @@ class TrialRuntime:
     similarity: SimilarityOptions | None = None
     models_dir: str | None = None  # save each finetuned model to <models_dir>/<trial_id>
     log_every: int = 0  # store the loss of every N-th step (0: none)
+    evaluate: str = "every-epoch"  # or "final": the dev split after the last epoch only
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,10 @@ class RunOptions:
     similarity: SimilarityOptions | None = None
     save_model: bool = False
     log_every: int = 0  # store the training loss of every N-th step in RESULTS/steps/
+    # "final": score the dev split after the last epoch only (what the figures of most
+    # families read); "every-epoch" for per-epoch curves (003 App. D). Evaluation draws no
+    # random numbers, so this changes no training number and is no part of a trial's id.
+    evaluate: str = "every-epoch"
     name: str | None = None  # Tune's experiment name prefix; default: the first family's
     callbacks: tuple[Any, ...] = field(default=(), compare=False)  # extra Tune callbacks
 
@@ -86,5 +91,5 @@ class RunOptions:
             data_dir=data_dir, checkpoint_after_s=self.checkpoint_after_s,
             similarity=self.similarity,
             models_dir=str(results_dir / "models") if self.save_model else None,
-            log_every=self.log_every,
+            log_every=self.log_every, evaluate=self.evaluate,
         )

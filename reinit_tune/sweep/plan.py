@@ -11,6 +11,7 @@ grid again after an interruption leaves exactly the unfinished trials to run.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,12 @@ from pathlib import Path
 from reinit_tune import env, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
+from reinit_tune.hardware import emulated_bf16_warning
 from reinit_tune.model.shape import ModelShape, model_shape
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.preflight import preflight
+
+log = logging.getLogger("reinit_tune")
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,10 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
     unique = list({c.trial_id: c for c in configs}.values())  # identical configs: one trial
     shapes = _shapes(unique, shapes)
     preflight(unique, shapes, options, results_dir=results, data_dir=data_dir, storage=storage)
+    for precision in sorted({c.precision for c in unique}):
+        warning = emulated_bf16_warning(precision, options.resources.gpus_per_trial > 0)
+        if warning:
+            log.warning("%s", warning)
     done = store.finished_ids(results)
     if options.similarity is not None:
         done &= store.similarity_ids(results)

@@ -48,6 +48,8 @@ def check_placement(options: RunOptions) -> list[str]:
                             f"(use {math.floor(value)} or {math.ceil(value)})")
     if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
         problems.append(f"--max-failures must be an integer >= 0, got {max_failures!r}")
+    if options.evaluate not in ("final", "every-epoch"):
+        problems.append(f"--eval {options.evaluate!r}; allowed: final, every-epoch")
     if options.log_every < 0:
         problems.append(f"--log-every must be >= 0 (0: no per-step losses), got "
                         f"{options.log_every}")

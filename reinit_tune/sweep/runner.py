@@ -221,7 +221,8 @@ def run_sweep(
         print(summary, file=out)
         print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,
                                   calibrate_here=calibrate,
-                                  use_gpu=plan.options.resources.gpus_per_trial > 0), file=out)
+                                  use_gpu=plan.options.resources.gpus_per_trial > 0,
+                                  every_epoch=plan.options.evaluate == "every-epoch"), file=out)
         return summary
     summary = launch(plan)
     print(summary, file=out)

@@ -78,9 +78,9 @@ def epoch_report(
     return {
         "epoch": result.epoch,
         "train_loss": result.train_loss,
-        "eval_loss": result.eval_loss,
+        "eval_loss": result.eval_loss if result.metrics else None,  # None: not evaluated
         **{f"eval_{name}": value for name, value in result.metrics.items()},
-        "score": result.metrics[spec.primary],
+        "score": result.metrics.get(spec.primary),
         "train_time_s": result.train_time_s,
         "eval_time_s": result.eval_time_s,
         "train_examples_per_s": result.train_examples_per_s,
@@ -108,6 +108,7 @@ def execute(
     similarity: SimilarityOptions | None = None,
     model_dir: str | None = None,
     log_every: int = 0,
+    every_epoch: bool = True,
 ) -> list[dict[str, Any]]:
     """Run one trial and return its per-epoch reports.
 
@@ -118,6 +119,7 @@ def execute(
     one row per layer, ``reinit_tune.similarity.layers``); with ``model_dir`` the finetuned
     model and its tokenizer are saved there (``save_pretrained``). With ``log_every`` each
     report carries ``steps``: (step, loss, lr) of every log_every-th step of its epoch.
+    ``every_epoch=False`` scores the dev split after the last epoch only.
     """
     start = time.perf_counter()
     train, devs = data.train_and_devs(
@@ -156,7 +158,8 @@ def execute(
             checkpoint = wants_checkpoint(result, config.epochs, checkpoint_after_s)
             report(record, setup.state() if checkpoint and setup.state else None)
 
-    run = dict(use_gpu=use_gpu, on_epoch=on_epoch, resume=resume, log_every=log_every)
+    run = dict(use_gpu=use_gpu, on_epoch=on_epoch, resume=resume, log_every=log_every,
+               every_epoch=every_epoch)
     if config.probe_layer is not None:
         train_probe(model, train, devs, layer=config.probe_layer, task=config.task,
                     opt=Optimization.of(config), **run)
@@ -247,4 +250,5 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
         model_dir=(os.path.join(runtime.models_dir, config.trial_id) if runtime.models_dir
                    else None),
         log_every=runtime.log_every,
+        every_epoch=runtime.evaluate == "every-epoch",
     )

@@ -19,6 +19,7 @@ from torch import nn
 
 from reinit_tune import metrics, qa
 from reinit_tune.data import Encoded
+from reinit_tune.hardware import eval_batch_size
 from reinit_tune.model.surgery import layer_stack
 from reinit_tune.tasks import get_task
 from reinit_tune.training.loop import (
@@ -59,7 +60,7 @@ def evaluate(model: nn.Module, dev: Encoded, task: str, device: torch.device,
     spec = get_task(task)
     model.eval()
     outputs, loss_sum = [], torch.zeros((), device=device)
-    batches = eval_batches(dev.lengths)
+    batches = eval_batches(dev.lengths, eval_batch_size(device.type))
     with torch.inference_mode():
         for idx in batches:
             batch = {k: v.to(device, non_blocking=True) for k, v in dev.collate(idx).items()}
@@ -127,7 +128,7 @@ class SpanExtraction(SequenceClassification):
         spec = get_task(self.task)
         self.module.eval()
         for split, dev in self.devs.items():
-            batches = eval_batches(dev.lengths)
+            batches = eval_batches(dev.lengths, eval_batch_size(self.device.type))
             loss_sum = torch.zeros((), device=self.device)
             start_rows, end_rows = [], []
             with torch.inference_mode():
@@ -169,13 +170,15 @@ def finetune(
     on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
     resume: dict | None = None,
     log_every: int = 0,
+    every_epoch: bool = True,
 ) -> tuple[list[EpochResult], TrainSetup]:
     """Finetune ``model`` on ``train_split``, evaluating on the dev split(s) after every
-    epoch (``reinit_tune.training.loop.train`` says what the other arguments do)."""
+    epoch or the last one (``reinit_tune.training.loop.train`` says what the other arguments
+    do)."""
     kind = SpanExtraction if get_task(task).is_qa else SequenceClassification
     objective = kind(model, train_split, dev, task, groups)
     return train(objective, opt, use_gpu=use_gpu, on_epoch=on_epoch, resume=resume,
-                 log_every=log_every)
+                 log_every=log_every, every_epoch=every_epoch)
 
 
 def finetune_config(

@@ -283,8 +283,11 @@ def train(
     on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
     resume: dict | None = None,
     log_every: int = 0,
+    every_epoch: bool = True,
 ) -> tuple[list[EpochResult], TrainSetup]:
-    """Train ``objective`` for ``opt.epochs`` epochs and evaluate it after every epoch.
+    """Train ``objective`` for ``opt.epochs`` epochs and evaluate it after every epoch, or,
+    with ``every_epoch=False``, after the last one only (then the other epochs' results have
+    a NaN dev loss and no metrics).
 
     ``resume`` is a ``training_state`` taken after some epoch e of the same run: training
     continues at epoch e+1 and only epochs e+1.. are returned and passed to ``on_epoch``.
@@ -351,7 +354,10 @@ def train(
         step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
         train_time = time.perf_counter() - start + (extra_train_s if epoch == 1 else 0.0)
         start = time.perf_counter()
-        eval_loss, scores = objective.evaluate()
+        if every_epoch or epoch == opt.epochs:
+            eval_loss, scores = objective.evaluate()
+        else:
+            eval_loss, scores = math.nan, {}
         eval_time = time.perf_counter() - start + (extra_eval_s if epoch == 1 else 0.0)
         result = EpochResult(epoch, train_loss, eval_loss, scores, train_time, eval_time,
                              objective.num_examples, tokens,

@@ -25,6 +25,7 @@ from torch import nn
 
 from reinit_tune import metrics
 from reinit_tune.data import Encoded
+from reinit_tune.hardware import eval_batch_size
 from reinit_tune.model.surgery import classifier_head, layer_stack
 from reinit_tune.tasks import get_task
 from reinit_tune.training.loop import (
@@ -58,7 +59,7 @@ def pooled_features(base: nn.Module, data: Encoded, device: torch.device) -> tor
     example, in the order of ``data``."""
     base.eval()
     features = torch.empty(len(data), base.config.hidden_size, device=device)
-    for idx in eval_batches(data.lengths):
+    for idx in eval_batches(data.lengths, eval_batch_size(device.type)):
         batch = data.collate(idx)
         mask = batch["attention_mask"].to(device)
         inputs = {k: batch[k].to(device) for k in ("input_ids", "token_type_ids") if k in batch}
@@ -144,10 +145,12 @@ def train_probe(
     on_epoch: Callable[[EpochResult, TrainSetup], None] | None = None,
     resume: dict | None = None,
     log_every: int = 0,
+    every_epoch: bool = True,
 ) -> tuple[list[EpochResult], TrainSetup]:
     """Train a linear probe on hidden state ``layer`` of the frozen ``model``. Batches are
     uniformly shuffled: the probe trains on fixed-size features, so there is no padding for
     length grouping to save."""
     objective = Probe(model, train_split, dev, task, layer)
     return train(objective, dataclasses.replace(opt, length_grouped=False), use_gpu=use_gpu,
-                 on_epoch=on_epoch, resume=resume, log_every=log_every)
+                 on_epoch=on_epoch, resume=resume, log_every=log_every,
+                 every_epoch=every_epoch)

@@ -1,0 +1,91 @@
+"""On a real GPU (``pytest -m gpu``; skipped without CUDA): two trials sharing one GPU through
+Ray Tune, bf16 autocast on CUDA, the fused AdamW kernel and the reachable-row embedding
+updates on CUDA (against dense AdamW), exact checkpoint/resume on CUDA, and similarity on
+CUDA. ``python -m benchmarks.gpu_suite`` runs these and the GPU benchmarks together."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from reinit_tune import TrialConfig, data, store
+from reinit_tune.model.build import build_model
+from reinit_tune.sweep import trial
+from reinit_tune.sweep.options import SimilarityOptions
+from reinit_tune.training import loop
+from reinit_tune.training.finetune import finetune
+from reinit_tune.training.loop import Optimization
+from reinit_tune.training.vocab_rows import VocabRows
+from tests.helpers import cli
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def test_two_trials_share_one_gpu_through_ray_tune(ray_local, tiny_bert, glue_dir, tmp_path,
+                                                   capsys):
+    code, out = cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte",
+                    "--sizes", "64", "--seeds", "1", "--epochs", "1", "--k", "0", "4",
+                    "--gpus-per-trial", "0.5", "--data-dir", str(glue_dir), "--results",
+                    str(tmp_path), "--max-failures", "0")
+    assert code == 0, out[-3000:]
+    trials = store.load_trials(tmp_path)
+    assert len(trials) == 2 and set(trials["status"]) == {"ok"}
+    assert trials["device"].str.startswith("cuda").all()
+    assert set(trials["precision_used"]) <= {"bf16", "fp32"}  # auto: what the GPU runs
+
+
+def test_bf16_autocast_runs_on_cuda(tiny_bert, glue_dir):
+    config = TrialConfig(tiny_bert, "rte", train_size=32, epochs=1, precision="bf16", lr=1e-4)
+    [report] = trial.execute(config, data_dir=str(glue_dir), use_gpu=True)
+    assert report["device"].startswith("cuda")
+    expected = "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    assert report["precision_used"] == expected and math.isfinite(report["train_loss"])
+
+
+def test_fused_adamw_and_vocab_rows_on_cuda_match_dense_adamw(tiny_bert, glue_dir,
+                                                              monkeypatch):
+    config = TrialConfig(tiny_bert, "rte", train_size=24, epochs=2, lr=1e-3)
+    train, devs = data.train_and_devs("rte", tiny_bert, 128, 24, 0, str(glue_dir))
+    dev = devs["validation"].select(range(32))
+
+    def run(shortcuts: bool) -> torch.nn.Module:
+        if not shortcuts:  # every embedding row, and the plain (for-loop) AdamW
+            monkeypatch.setattr(VocabRows, "for_model", classmethod(lambda *a: None))
+            monkeypatch.setattr(loop, "make_optimizer", lambda groups, device: torch.optim.AdamW(
+                groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, foreach=False))
+        model = build_model(config)
+        finetune(model, train, dev, task="rte", opt=Optimization.of(config), use_gpu=True)
+        monkeypatch.undo()
+        return model
+
+    fast, dense = run(True), run(False)
+    assert next(fast.parameters()).is_cuda
+    for (name, a), b in zip(fast.named_parameters(), dense.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_checkpoint_and_resume_on_cuda(tiny_bert, glue_dir):
+    config = TrialConfig(tiny_bert, "rte", train_size=40, seed=3, epochs=3, lr=3e-4)
+    states = {}
+    whole = trial.execute(config, data_dir=str(glue_dir), use_gpu=True, checkpoint_after_s=0,
+                          report=lambda record, state: states.setdefault(
+                              record["epoch"], {k: v for k, v in state.items()}
+                              if state else None))
+    resumed = trial.execute(config, data_dir=str(glue_dir), use_gpu=True, resume=states[2])
+    assert resumed[0]["epoch"] == 3 and resumed[0]["resumed_from_epoch"] == 2
+    # CUDA kernels may reorder float sums: equal to float tolerance, not bit for bit
+    assert resumed[0]["train_loss"] == pytest.approx(whole[-1]["train_loss"], rel=1e-4)
+    assert resumed[0]["score"] == pytest.approx(whole[-1]["score"], abs=1e-6)
+
+
+def test_similarity_on_cuda(tiny_bert, glue_dir):
+    config = TrialConfig(tiny_bert, "rte", train_size=16, epochs=1, lr=1e-3, reinit_layers=(3,))
+    [report] = trial.execute(config, data_dir=str(glue_dir), use_gpu=True,
+                             similarity=SimilarityOptions(examples=24))
+    rows = json.loads(report["similarity_rows"])
+    assert [r["layer"] for r in rows] == [0, 1, 2, 3, 4]
+    assert all(r["w_output_fro"] > 0 for r in rows[1:])
