@@ -27,6 +27,7 @@ from reinit_tune.errors import InputError
 from reinit_tune.families.base import Family, Grid, parse_size
 from reinit_tune.hardware import resolve_precision
 from reinit_tune.model.shape import EMBEDDED_MODEL, shape_for
+from reinit_tune.sweep import signals
 from reinit_tune.sweep.options import (
     DEFAULT_CHECKPOINT_AFTER_S,
     Resources,
@@ -232,6 +233,7 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
     from reinit_tune.sweep.plan import describe, make_plan
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    signals.forward_sigterm()
     try:
         grid = grid_of(args, family)
         configs = family.configs(grid, **{f.dest: getattr(args, f.dest) for f in family.flags})

@@ -128,8 +128,10 @@ class TrialConfig:
         _check_int("batch_size", self.batch_size, minimum=1)
         _check_int("epochs", self.epochs, minimum=1)
         _check_int("max_seq_length", self.max_seq_length, minimum=8)
-        if isinstance(self.lr, bool) or not isinstance(self.lr, int | float) or not self.lr > 0:
-            raise InputError(f"lr: must be a positive number, got {self.lr!r}")
+        if (isinstance(self.lr, bool) or not isinstance(self.lr, int | float)
+                or not 0 < self.lr <= 1):  # also refuses NaN and infinity
+            raise InputError(f"lr: must be a finite number in (0, 1], got {self.lr!r} (--lr); "
+                             "the papers finetune at 1e-5 to 1e-4")
         ts = self.train_size
         if ts is not None:
             if isinstance(ts, bool) or not isinstance(ts, int | float):

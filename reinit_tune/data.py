@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,6 +34,8 @@ from reinit_tune.model.shape import resolve_model
 from reinit_tune.qa import QAFeatures, featurize
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
+
+log = logging.getLogger("reinit_tune")
 
 resolve_data_dir = env.data_dir
 
@@ -89,7 +92,11 @@ def split_rows(task: str, split: str, data_dir: str | os.PathLike | None = None)
         return get_task(task).rows[split]
     if not path.is_file():
         raise _missing(task, split, f"no file {path}")
-    return pq.ParquetFile(path).metadata.num_rows
+    try:
+        return pq.ParquetFile(path).metadata.num_rows
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path} is not a readable Parquet file ({e}); replace it or fix "
+                         "--data-dir") from None
 
 
 def subset_size(train_size: int | float | None, n_rows: int, task: str = "task") -> int:
@@ -255,12 +262,15 @@ def encoded_split(
     def encode(batch):
         columns = [batch[f] for f in spec.text_fields]
         out = tokenizer(*columns, truncation=True, max_length=max_seq_length)
-        return {"input_ids": out["input_ids"], "token_type_ids": out.get("token_type_ids")}
+        if out.get("token_type_ids") is None:  # RoBERTa-style: no segment ids
+            return {"input_ids": out["input_ids"]}
+        return {"input_ids": out["input_ids"], "token_type_ids": out["token_type_ids"]}
 
     def windows(batch, indices):
         f = featurize(batch["question"], batch["context"], batch["answers"], tokenizer,
                       max_length=max_seq_length, stride=qa_stride(max_seq_length))
-        return {"input_ids": f.input_ids, "token_type_ids": f.token_type_ids,
+        segments = {} if f.token_type_ids is None else {"token_type_ids": f.token_type_ids}
+        return {"input_ids": f.input_ids, **segments,
                 "start_positions": f.start_positions.tolist(),
                 "end_positions": f.end_positions.tolist(),
                 "example_index": [indices[i] for i in f.example_index],
@@ -268,18 +278,33 @@ def encoded_split(
                 "offsets": [[None if o is None else list(o) for o in row] for row in f.offsets]}
 
     keep = set() if spec.is_qa else {"label"}
-    tokenized = raw.map(
-        windows if spec.is_qa else encode,
-        batched=True,
-        batch_size=1000,
-        with_indices=spec.is_qa,
-        remove_columns=[c for c in raw.column_names if c not in keep],
-        cache_file_name=str(cache / f"{task}-{split}-{fingerprint}.arrow"),
-        new_fingerprint=fingerprint,
-        desc=f"tokenizing {task}/{split}",
-    )
-    columns = tokenized.to_dict()
-    types = columns["token_type_ids"]
+    cache_file = cache / f"{task}-{split}-{fingerprint}.arrow"
+
+    def tokenize() -> dict[str, list]:
+        tokenized = raw.map(
+            windows if spec.is_qa else encode,
+            batched=True,
+            batch_size=1000,
+            with_indices=spec.is_qa,
+            remove_columns=[c for c in raw.column_names if c not in keep],
+            cache_file_name=str(cache_file),
+            new_fingerprint=fingerprint,
+            desc=f"tokenizing {task}/{split}",
+        )
+        if not spec.is_qa and len(tokenized) != len(raw):
+            raise ValueError(f"{len(tokenized)} rows for {len(raw)} examples")
+        return tokenized.to_dict()
+
+    try:
+        columns = tokenize()
+    except Exception as e:  # noqa: BLE001 - a cache entry cut short (a full disk, a killed
+        if not cache_file.exists():  # writer) is unreadable in many ways; rebuild it once
+            raise
+        log.warning("tokenization cache %s is unreadable (%s: %s); rebuilding it", cache_file,
+                    type(e).__name__, e)
+        cache_file.unlink()
+        columns = tokenize()
+    types = columns.get("token_type_ids")  # RoBERTa-style tokenizers return none
     types = None if not types or types[0] is None else types
     if spec.is_qa:
         encoded = Encoded(
@@ -295,13 +320,35 @@ def encoded_split(
                                 [list(a["text"]) for a in raw["answers"]]),
         )
     else:
-        labels = np.asarray(columns["label"],
-                            dtype=np.float32 if spec.is_regression else np.int64)
+        labels = checked_labels(columns["label"], task, split)
         encoded = Encoded(columns["input_ids"], types, labels, tokenizer.pad_token_id)
     if len(_encoded) >= 8:  # bounded: a worker rarely sees more than a few tasks
         _encoded.pop(next(iter(_encoded)))
     _encoded[key] = encoded
     return encoded
+
+
+def checked_labels(values: list, task: str, split: str) -> np.ndarray:
+    """``values`` as the label array ``task`` trains on: finite floats for regression, class
+    indices 0..num_labels-1 for classification (never a silent cast of 0.95 to 0)."""
+    spec = get_task(task)
+    where = f"{task}/{split} labels"
+    try:
+        raw = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{where} are not numbers (e.g. {values[0]!r}); map them to "
+                         f"0..{spec.num_labels - 1} in the data file") from None
+    if spec.is_regression:
+        if not np.isfinite(raw).all():
+            raise InputError(f"{where}: {int((~np.isfinite(raw)).sum())} are not finite "
+                             "(NaN or infinite); fix or drop those rows in the data file")
+        return raw.astype(np.float32)
+    bad = ~np.isfinite(raw) | (raw != np.round(raw)) | (raw < 0) | (raw >= spec.num_labels)
+    if bad.any():
+        raise InputError(f"{where}: {int(bad.sum())} are not class indices "
+                         f"0..{spec.num_labels - 1} (e.g. {float(raw[bad][0]):g}); fix them in the "
+                         "data file")
+    return raw.astype(np.int64)
 
 
 def train_and_devs(

@@ -11,6 +11,8 @@ infrastructure failure that keeps its traceback.
   are bad values.
 - ``DataNotFoundError``: a dataset split is neither in the local data folder nor reachable.
 - ``NoResultsError``: a results store holds no rows a figure or table can use.
+- ``TrialDiverged``: a trial's loss or dev score stopped being a finite number; the trial is
+  stored as an error whose message starts with "diverged:", never as a result.
 """
 
 from __future__ import annotations
@@ -30,3 +32,7 @@ class DataNotFoundError(InputError, FileNotFoundError):
 
 class NoResultsError(ReinitTuneError, LookupError):
     """The results store has no rows for a figure or table (run the sweep that fills it)."""
+
+
+class TrialDiverged(ReinitTuneError, ArithmeticError):
+    """A trial's training loss, dev loss or dev score is not finite (NaN or infinite)."""

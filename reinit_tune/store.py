@@ -230,10 +230,16 @@ def write_trial(results_dir: str | os.PathLike, row: dict[str, Any], epochs: lis
     so a trial file always has its epoch file beside it."""
     root = Path(results_dir)
     trial_id = row["trial_id"]
+    epoch_file = root / EPOCHS / f"{trial_id}.parquet"
     if epochs:
-        _write_atomic(_table(epochs, EPOCH_SCHEMA), root / EPOCHS / f"{trial_id}.parquet")
+        _write_atomic(_table(epochs, EPOCH_SCHEMA), epoch_file)
     path = root / TRIALS / f"{trial_id}.parquet"
-    _write_atomic(_table([row], TRIAL_SCHEMA), path)
+    try:
+        _write_atomic(_table([row], TRIAL_SCHEMA), path)
+    except BaseException:
+        if epochs and not path.exists():  # no epoch rows without their trial row
+            epoch_file.unlink(missing_ok=True)
+        raise
     return path
 
 

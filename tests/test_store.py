@@ -138,3 +138,22 @@ def test_hostname_is_stored_and_partial_files_are_removed_from_every_table(tmp_p
         os.utime(leftover, (old, old))
     assert store.remove_partial_files(tmp_path) == 3
     assert not list(tmp_path.glob("*/.*.tmp"))
+
+
+def test_a_trial_row_that_cannot_be_written_leaves_no_epoch_rows(tmp_path, monkeypatch):
+    config = TrialConfig(EMBEDDED_MODEL, "sst2", seed=5)
+    real = store._write_atomic
+
+    def fail_on_trials(table, path):
+        if path.parent.name == store.TRIALS:
+            raise OSError(28, "No space left on device")
+        real(table, path)
+
+    monkeypatch.setattr(store, "_write_atomic", fail_on_trials)
+    try:
+        write(tmp_path, config)
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the write should have failed")
+    assert store.load_epochs(tmp_path).empty and store.load_trials(tmp_path).empty

@@ -9,12 +9,16 @@ applies the surgery in the order ``TrialConfig`` documents.
 from __future__ import annotations
 
 import copy
+import logging
+import re
 from typing import TYPE_CHECKING
 
 from transformers import AutoModelForQuestionAnswering, AutoModelForSequenceClassification
 from transformers.utils import logging as hf_logging
 
+from reinit_tune.errors import InputError
 from reinit_tune.model import surgery
+from reinit_tune.model.files import layer_indices
 from reinit_tune.model.shape import ModelShape, resolve_model
 from reinit_tune.tasks import get_task
 
@@ -22,6 +26,8 @@ if TYPE_CHECKING:
     from torch import nn
 
     from reinit_tune.config import TrialConfig
+
+log = logging.getLogger("reinit_tune")
 
 _checkpoints: dict[tuple[str, str, int], nn.Module] = {}
 
@@ -36,18 +42,55 @@ def load_pretrained(model: str, task: str) -> nn.Module:
         hf_logging.set_verbosity_error()  # the "head newly initialized" report is expected
         try:
             if spec.is_qa:
-                loaded = AutoModelForQuestionAnswering.from_pretrained(resolve_model(model))
+                loaded, info = AutoModelForQuestionAnswering.from_pretrained(
+                    resolve_model(model), output_loading_info=True)
             else:
-                loaded = AutoModelForSequenceClassification.from_pretrained(
+                loaded, info = AutoModelForSequenceClassification.from_pretrained(
                     resolve_model(model), num_labels=spec.num_labels,
                     problem_type=("regression" if spec.is_regression
                                   else "single_label_classification"),
+                    output_loading_info=True,
                 )
         finally:
             hf_logging.set_verbosity(verbosity)
+        check_loading_info(model, info)
         _checkpoints.clear()  # one model per worker is the common case; bound the memory
         _checkpoints[key] = loaded.eval()
     return copy.deepcopy(_checkpoints[key])
+
+
+# Weights a pretrained checkpoint need not hold: the task head (new for every task) and the
+# pooler (some encoders are saved without one; it is then trained from its initialization).
+_NEW_HEAD = re.compile(r"^(classifier|qa_outputs)\.")
+_POOLER = re.compile(r"(^|\.)pooler\.")
+
+
+def check_loading_info(model: str, info: dict) -> None:
+    """Refuse a checkpoint whose weights do not cover the model its config describes (what
+    transformers reports as missing, unexpected or mismatched weights), instead of training
+    layers it silently left at their random initialization."""
+    missing = [k for k in info.get("missing_keys", ()) if not _NEW_HEAD.search(k)]
+    pooler = [k for k in missing if _POOLER.search(k)]
+    missing = [k for k in missing if k not in pooler]
+    unexpected = [k for k in info.get("unexpected_keys", ()) if layer_indices([k])]
+    mismatched = [k[0] if isinstance(k, tuple) else k for k in info.get("mismatched_keys", ())
+                  if not _NEW_HEAD.search(k[0] if isinstance(k, tuple) else k)]
+    problems = []
+    if missing:
+        problems.append(f"{len(missing)} weights its config declares are missing (e.g. "
+                        f"{', '.join(sorted(missing)[:3])})")
+    if unexpected:
+        problems.append(f"it holds weights of layers its config does not declare (e.g. "
+                        f"{', '.join(sorted(unexpected)[:3])})")
+    if mismatched:
+        problems.append(f"{len(mismatched)} weights have another shape than the config says "
+                        f"(e.g. {', '.join(sorted(mismatched)[:3])})")
+    if problems:
+        raise InputError(f"model: {model}: " + "; ".join(problems) + "; fix config.json "
+                         "(num_hidden_layers, sizes) or save the model again")
+    if pooler:
+        log.warning("model %s has no pooler weights; the pooler starts from its random "
+                    "initialization", model)
 
 
 def loaded_shape(model: nn.Module) -> ModelShape:

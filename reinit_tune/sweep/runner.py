@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -27,8 +27,9 @@ from ray import tune
 
 from reinit_tune import sanity, store
 from reinit_tune.config import TrialConfig
+from reinit_tune.errors import InputError
 from reinit_tune.model.shape import ModelShape
-from reinit_tune.sweep import cluster, cost
+from reinit_tune.sweep import cluster, cost, preflight
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import Plan, describe, make_plan
 from reinit_tune.sweep.trial import run_trial
@@ -50,6 +51,8 @@ class SweepSummary:
     examples_per_s: list[float] = field(default_factory=list)
     dry_run: bool = False
     warnings: list[str] = field(default_factory=list)  # results that are not really results
+    errors: Counter[str] = field(default_factory=Counter)  # failure message -> trials
+    stopped: str | None = None  # why the sweep stopped before running every trial
 
     @property
     def not_finished(self) -> int:
@@ -65,6 +68,9 @@ class SweepSummary:
         rerun = ("\nrerun the same command to run the unfinished trials (stored ones are "
                  "skipped)" if self.not_finished else "")
         warned = "".join(f"\nwarning: {w}" for w in self.warnings)
+        failures = "".join(f"\nfailed ({n} trial{'s' * (n > 1)}): {text}"
+                           for text, n in self.errors.most_common(5))
+        stopped = f"\n{self.stopped}" if self.stopped else ""
         return (
             f"sweep {self.name}: {self.total} trials: {self.ok} ran ok, {self.failed} failed, "
             f"{self.skipped} already in the store (skipped), "
@@ -73,13 +79,22 @@ class SweepSummary:
             f"{self.not_finished} not finished; "
             f"{self.retries} retries; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
             f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
-            f"(reinit_tune.store.load_trials('{self.results_dir}')){rerun}{warned}"
+            f"(reinit_tune.store.load_trials('{self.results_dir}'))"
+            f"{failures}{stopped}{rerun}{warned}"
         )
 
 
 # -- store writer -------------------------------------------------------------------------
 class StoreWriter(tune.Callback):
-    """Writes a store row when a Tune trial finishes or finally fails (driver side)."""
+    """Writes a store row when a Tune trial finishes or finally fails (driver side), and
+    decides when the sweep must stop early (``halt``, read by ``HaltStopper``):
+
+    - the first two trials to fail, before any succeeded, failed with the same message (a
+      deterministic error: a broken model, wrong data, a bug; retrying every trial would only
+      repeat it). Divergence is exempt: some learning rates of a grid may diverge.
+    - a store write failed (a full disk, a read-only folder): training more trials whose
+      results cannot be kept wastes the compute.
+    """
 
     def __init__(self, results_dir: Path, configs: dict[str, TrialConfig], summary: SweepSummary,
                  num_layers: dict[str, int]):
@@ -88,39 +103,86 @@ class StoreWriter(tune.Callback):
         self.summary = summary
         self.num_layers = num_layers  # per model, from pre-flight: for trials that never ran
         self.reports: dict[str, dict[int, dict]] = defaultdict(dict)
+        self.failures: dict[str, str] = {}  # trial_id -> reported deterministic failure
+        self.halt: str | None = None  # why the sweep must stop, once it must
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
+        if "failed" in result:
+            self.failures[trial.trial_id] = result["failed"]
+            return
         # Keyed by epoch: a retried trial that resumes re-reports epochs already seen.
         self.reports[trial.trial_id][int(result["epoch"])] = dict(result)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.summary.retries += 1
 
-    def _write(self, trial, status: str, error: str | None) -> None:
+    def _write(self, trial, status: str, error: str | None, attempts: int) -> None:
         config = self.configs[trial.config["trial_id"]]
         reports = list(self.reports.pop(trial.trial_id, {}).values())
         num_layers = reports[-1]["num_layers"] if reports else self.num_layers[config.model]
         row = store.trial_row(config, reports, num_layers=num_layers, status=status,
-                              error=error, attempts=trial.num_failures + 1)
+                              error=error, attempts=attempts)
         final = max(reports, key=lambda r: r["epoch"], default={})
-        if status == "ok" and final.get("similarity_rows"):  # before the trial row
-            rows = json.loads(final["similarity_rows"])
-            store.write_similarity(self.results_dir, config.trial_id, rows)
-        if status == "ok" and (steps := store.step_rows(config.trial_id, reports)):
-            store.write_steps(self.results_dir, config.trial_id, steps)
-        store.write_trial(self.results_dir, row, store.epoch_rows(config, reports))
+        try:
+            if status == "ok" and final.get("similarity_rows"):  # before the trial row
+                rows = json.loads(final["similarity_rows"])
+                store.write_similarity(self.results_dir, config.trial_id, rows)
+            if status == "ok" and (steps := store.step_rows(config.trial_id, reports)):
+                store.write_steps(self.results_dir, config.trial_id, steps)
+            store.write_trial(self.results_dir, row, store.epoch_rows(config, reports))
+        except OSError as e:
+            self.halt = self.halt or (
+                f"cannot write to the results store {self.results_dir}: {e}. Stopped the "
+                "sweep so no more trials train for nothing; free disk space or make the "
+                "folder writable, then rerun the same command (stored trials are skipped)")
+            log.error("%s", self.halt)
+            return
         if status == "ok":
             self.summary.ok += 1
             self.summary.examples_per_s.append(row["train_examples_per_s"])
         else:
             self.summary.failed += 1
+            self.summary.errors[error or ""] += 1
+            self._fail_fast(error or "")
         _drop_checkpoint(trial)
 
+    def _fail_fast(self, error: str) -> None:
+        if self.summary.ok or error.startswith("diverged:") or self.halt:
+            return
+        if self.summary.errors[error] >= 2:
+            self.halt = (f"stopped the sweep: its first {self.summary.failed} trials failed, "
+                         f"{self.summary.errors[error]} of them with the same error, so the "
+                         "others would too. Fix what it says and rerun the same command")
+
     def on_trial_complete(self, iteration, trials, trial, **info):
-        self._write(trial, "ok", None)
+        attempts = trial.num_failures + 1  # every failed attempt was retried; this one ended
+        if (failure := self.failures.pop(trial.trial_id, None)) is not None:
+            self._write(trial, "error", failure, attempts)
+            return
+        config = self.configs[trial.config["trial_id"]]
+        if max(self.reports.get(trial.trial_id, {}), default=0) < config.epochs:
+            # Stopped before its last epoch (the sweep was halted or interrupted): not a
+            # result. Leaving it out of the store makes the next run train it again.
+            self.reports.pop(trial.trial_id, None)
+            return
+        self._write(trial, "ok", None, attempts)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        self._write(trial, "error", _error_text(trial))
+        # Tune counted this failure already: every attempt failed.
+        self._write(trial, "error", _error_text(trial), trial.num_failures)
+
+
+class HaltStopper(tune.Stopper):
+    """Stops the whole sweep once its ``StoreWriter`` says it must (see ``halt``)."""
+
+    def __init__(self, writer: StoreWriter):
+        self.writer = writer
+
+    def __call__(self, trial_id: str, result: dict) -> bool:
+        return False
+
+    def stop_all(self) -> bool:
+        return self.writer.halt is not None
 
 
 def _drop_checkpoint(trial) -> None:
@@ -147,7 +209,12 @@ def _error_text(trial) -> str:
 # -- running ------------------------------------------------------------------------------
 def connect(plan: Plan) -> None:
     """Join or start Ray and check that the cluster can place one trial of ``plan`` (raises
-    ``InputError`` otherwise: nothing has started yet)."""
+    ``InputError`` otherwise: nothing has started yet). Hub models must be cached or
+    downloadable first (a dry run does not need them)."""
+    problems = [p for m in sorted({c.model for c in plan.todo})
+                for p in preflight.check_hub_model(m)]
+    if problems:
+        raise InputError("cannot start the sweep:\n  - " + "\n  - ".join(problems))
     cluster.connect_ray()
     alive, scalable = cluster.inventory()
     resources = plan.options.resources
@@ -186,12 +253,14 @@ def launch(plan: Plan) -> SweepSummary:
             failure_config=tune.FailureConfig(max_failures=options.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
             callbacks=[writer, *options.callbacks],
+            stop=HaltStopper(writer),
             verbose=1,
         ),
     )
     start = time.perf_counter()
     tuner.fit()
     summary.wall_time_s = time.perf_counter() - start
+    summary.stopped = writer.halt
     trials = store.load_trials(plan.results_dir)
     summary.warnings = sanity.warnings(
         trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])

@@ -24,6 +24,7 @@ import shutil
 import socket
 import tempfile
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,7 @@ import transformers
 import reinit_tune
 from reinit_tune import data, metrics, qa
 from reinit_tune.config import TrialConfig
+from reinit_tune.errors import InputError, TrialDiverged
 from reinit_tune.model.build import build_model, load_pretrained
 from reinit_tune.model.surgery import layer_stack
 from reinit_tune.similarity.layers import (
@@ -210,11 +212,39 @@ def load_state(folder: str | Path) -> dict:
     return torch.load(Path(folder) / STATE_FILE, map_location="cpu", weights_only=True)
 
 
+# Failures that a retry can cure: a lost node or worker, a flaky network or filesystem, a GPU
+# whose memory another trial packed onto it held at that moment.
+_TRANSIENT = (ConnectionError, TimeoutError, torch.cuda.OutOfMemoryError)
+
+
+def is_infrastructure_failure(error: BaseException) -> bool:
+    """Whether ``error`` may not recur when the trial runs again (so Tune should retry it)."""
+    if isinstance(error, _TRANSIENT):
+        return True
+    try:
+        from ray.exceptions import RayError
+    except ImportError:  # pragma: no cover - run_trial always has Ray
+        return False
+    return isinstance(error, RayError)
+
+
+def failure_text(error: BaseException) -> str:
+    """The stored error of a trial that failed deterministically: the message alone for our
+    own errors (they name what to change), else the exception type and message."""
+    if isinstance(error, TrialDiverged | InputError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
 def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
               runtime: TrialRuntime) -> None:
     """Ray Tune function trainable. ``params["trial_id"]`` picks the config from ``configs``
     (shipped once through the object store by ``tune.with_parameters``, with the run's
-    ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one."""
+    ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one.
+
+    Only infrastructure failures (``is_infrastructure_failure``) propagate to Tune, which
+    retries them; any other exception is reported as ``{"failed": text, "epoch": -1}`` and
+    the trial ends, since running it again would fail the same way."""
     import ray  # here, not above: ``execute`` runs without Ray (benchmarks, a GPU box)
     from ray import tune
 
@@ -239,16 +269,25 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
             tune.report({**record, **static},
                         checkpoint=tune.Checkpoint.from_directory(folder))
 
-    execute(
-        config,
-        data_dir=runtime.data_dir,
-        use_gpu=assigned.get("GPU", 0) > 0,
-        report=report,
-        resume=resume,
-        checkpoint_after_s=runtime.checkpoint_after_s,
-        similarity=runtime.similarity,
-        model_dir=(os.path.join(runtime.models_dir, config.trial_id) if runtime.models_dir
-                   else None),
-        log_every=runtime.log_every,
-        every_epoch=runtime.evaluate == "every-epoch",
-    )
+    try:
+        execute(
+            config,
+            data_dir=runtime.data_dir,
+            use_gpu=assigned.get("GPU", 0) > 0,
+            report=report,
+            resume=resume,
+            checkpoint_after_s=runtime.checkpoint_after_s,
+            similarity=runtime.similarity,
+            model_dir=(os.path.join(runtime.models_dir, config.trial_id) if runtime.models_dir
+                       else None),
+            log_every=runtime.log_every,
+            every_epoch=runtime.evaluate == "every-epoch",
+        )
+    except Exception as e:  # noqa: BLE001 - sorted by kind just below
+        if is_infrastructure_failure(e):
+            raise  # Tune retries it (up to --max-failures), from the last checkpoint
+        # A bad config, model, data or number fails the same way on every attempt: report
+        # it once instead of retrying, so the driver stores it and can stop a sweep whose
+        # trials all fail alike.
+        traceback.print_exc()  # the trial's log (and the driver's console) keep the stack
+        tune.report({"failed": failure_text(e), "epoch": -1, **static})

@@ -39,6 +39,7 @@ from transformers import get_linear_schedule_with_warmup
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 from reinit_tune.data import Encoded
+from reinit_tune.errors import TrialDiverged
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
 from reinit_tune.training.vocab_rows import VocabRows
@@ -351,6 +352,10 @@ def train(
             if log_every and step % log_every == 0:
                 logged.append((step, loss.detach().float(), lr))
         train_loss = float(loss_sum.item()) / len(loader)
+        if not math.isfinite(train_loss):  # no later epoch or dev score can mean anything
+            raise TrialDiverged(
+                f"diverged: the training loss of epoch {epoch} is {train_loss} (learning rate "
+                f"{opt.lr:g}); lower the learning rate, or check the training labels")
         step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
         train_time = time.perf_counter() - start + (extra_train_s if epoch == 1 else 0.0)
         start = time.perf_counter()
@@ -359,6 +364,14 @@ def train(
         else:
             eval_loss, scores = math.nan, {}
         eval_time = time.perf_counter() - start + (extra_eval_s if epoch == 1 else 0.0)
+        bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
+               if not math.isfinite(value)} if scores else {}
+        if bad:
+            raise TrialDiverged(
+                f"diverged: after epoch {epoch} " + ", ".join(f"{k} is {v}" for k, v in
+                                                            bad.items())
+                + f" (training loss {train_loss:.4g}); check the dev labels, or lower the "
+                "learning rate")
         result = EpochResult(epoch, train_loss, eval_loss, scores, train_time, eval_time,
                              objective.num_examples, tokens,
                              [(s, v, lr) for (s, _, lr), v in zip(logged, step_losses,

@@ -16,6 +16,7 @@ for the final task (``reset_classifier``, as in direct finetuning); the surgery 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import uuid
 from pathlib import Path
@@ -28,6 +29,8 @@ from reinit_tune import data, env
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.build import build_model, load_pretrained, reset_classifier
 from reinit_tune.training.finetune import finetune_config
+
+log = logging.getLogger("reinit_tune")
 
 CACHE_FOLDER = "intermediate"
 
@@ -72,10 +75,16 @@ def intermediate_state(config: TrialConfig, *, data_dir=None, use_gpu: bool = Tr
     path = cache_path(config)
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(path.with_suffix(".lock"))):
-        if not path.is_file():
-            train_intermediate(config.intermediate_phase(), path, data_dir=data_dir,
-                               use_gpu=use_gpu)
-    return load_file(str(path))
+        if path.is_file():
+            try:
+                return load_file(str(path))
+            except Exception as e:  # noqa: BLE001 - truncated or corrupted: train it again
+                log.warning("intermediate model cache %s is unreadable (%s: %s); training it "
+                            "again", path, type(e).__name__, e)
+                path.unlink()
+        train_intermediate(config.intermediate_phase(), path, data_dir=data_dir,
+                           use_gpu=use_gpu)
+        return load_file(str(path))
 
 
 def build_final_model(config: TrialConfig, *, data_dir=None, use_gpu: bool = True):

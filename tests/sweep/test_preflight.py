@@ -35,15 +35,111 @@ def model_folder(tmp: Path, tiny: str, *, drop=(), config=None) -> str:
     return str(folder)
 
 
-def data_folder(tmp: Path, glue: Path, change=None, *, split="train", drop_split=None) -> str:
+def data_folder(tmp: Path, glue: Path, change=None, *, split="train", drop_split=None,
+                task="rte") -> str:
     folder = tmp / "glue"
-    shutil.copytree(glue / "rte", folder / "rte")
+    shutil.copytree(glue / task, folder / task)
     if drop_split:
-        (folder / "rte" / f"{drop_split}.parquet").unlink()
+        (folder / task / f"{drop_split}.parquet").unlink()
     if change:
-        path = folder / "rte" / f"{split}.parquet"
+        path = folder / task / f"{split}.parquet"
         pq.write_table(change(pq.read_table(path)), path)
     return str(folder)
+
+
+def broken_data(tmp: Path, glue: Path, split: str, content: bytes) -> str:
+    folder = data_folder(tmp, glue)
+    (Path(folder) / "rte" / f"{split}.parquet").write_bytes(content)
+    return folder
+
+
+def stsb(tmp: Path, glue: Path, change=None, split="train") -> dict:
+    return {"--tasks": ["stsb"], "--data-dir": [data_folder(tmp, glue, change, split=split,
+                                                            task="stsb")]}
+
+
+def one_label(value, kind=None):
+    """The first row's label replaced by ``value`` (the column cast to ``kind`` first)."""
+    def change(table: pa.Table) -> pa.Table:
+        labels = table["label"].to_pylist()
+        labels[0] = value
+        column = pa.array(labels, kind or table["label"].type)
+        return table.set_column(table.schema.get_field_index("label"), "label", column)
+    return change
+
+
+def every_label(values, kind):
+    def change(table: pa.Table) -> pa.Table:
+        n = len(table)
+        column = pa.array([values[i % len(values)] for i in range(n)], kind)
+        return table.set_column(table.schema.get_field_index("label"), "label", column)
+    return change
+
+
+def model_files(tmp: Path, tiny: str, edit) -> str:
+    """A copy of the tiny model whose files ``edit(folder)`` changes."""
+    folder = Path(model_folder(tmp, tiny))
+    edit(folder)
+    return str(folder)
+
+
+def truncate(name: str, keep: float):
+    def edit(folder: Path) -> None:
+        data = (folder / name).read_bytes()
+        (folder / name).write_bytes(data[: int(len(data) * keep)])
+    return edit
+
+
+def write(name: str, content: bytes):
+    return lambda folder: (folder / name).write_bytes(content)
+
+
+def drop_weights(pattern: str, rename: tuple[str, str] | None = None):
+    """Rewrite model.safetensors without the tensors whose name contains ``pattern`` (or with
+    ``rename`` applied to their names)."""
+    def edit(folder: Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(folder / "model.safetensors")
+        if rename:
+            state = {k.replace(*rename): v for k, v in state.items()}
+        else:
+            state = {k: v for k, v in state.items() if pattern not in k}
+        save_file(state, folder / "model.safetensors", metadata={"format": "pt"})
+    return edit
+
+
+def as_bin(folder: Path) -> None:
+    """The weights as pytorch_model.bin, then corrupted."""
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"PK\x03\x04 not a zip archive")
+
+
+def sharded_without(folder: Path) -> None:
+    index = {"metadata": {}, "weight_map": {"embeddings.word_embeddings.weight":
+                                            "model-00001-of-00002.safetensors"}}
+    (folder / "model.safetensors").rename(folder / "model-00002-of-00002.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+
+
+def broken_index(folder: Path) -> None:
+    (folder / "model.safetensors").rename(folder / "model-1.safetensors")
+    (folder / "model.safetensors.index.json").write_text("{oops")
+
+
+def bigger_tokenizer(folder: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.add_tokens([f"newword{i}" for i in range(10)])
+    tokenizer.save_pretrained(folder)
+
+
+def trials_is_a_file(tmp: Path) -> str:
+    results = tmp / "results-elsewhere"
+    results.mkdir()
+    (results / "trials").write_text("not a folder")
+    return str(results)
 
 
 def drop_column(name):
@@ -113,10 +209,10 @@ CASES = [
      "grid"),
     ("negative epochs", lambda t, m, g: {"--epochs": ["-2"]}, "epochs: must be an integer >= 1",
      "grid"),
-    ("zero learning rate", lambda t, m, g: {"--lr": ["0"]}, "lr: must be a positive number",
-     "grid"),
+    ("zero learning rate", lambda t, m, g: {"--lr": ["0"]},
+     "lr: must be a finite number in (0, 1]", "grid"),
     ("negative learning rate", lambda t, m, g: {"--lr": ["-1e-5"]},
-     "lr: must be a positive number", "grid"),
+     "lr: must be a finite number in (0, 1]", "grid"),
     ("zero batch size", lambda t, m, g: {"--batch-size": ["0"]},
      "batch_size: must be an integer >= 1", "grid"),
     ("sequence length too short", lambda t, m, g: {"--max-seq-length": ["4"]},
@@ -127,11 +223,11 @@ CASES = [
     ("unknown precision", lambda t, m, g: {"--precision": ["fp16"]},
      "invalid choice: 'fp16'", "argparse"),
     ("zero CPUs per trial", lambda t, m, g: {"--cpus-per-trial": ["0"]},
-     "--cpus-per-trial must be > 0", "grid"),
+     "--cpus-per-trial must be a finite number > 0", "grid"),
     ("fractional CPUs above 1", lambda t, m, g: {"--cpus-per-trial": ["1.5"]},
      "--cpus-per-trial 1.5: above 1 it must be a whole number (use 1 or 2)", "grid"),
     ("negative GPUs per trial", lambda t, m, g: {"--gpus-per-trial": ["-1"]},
-     "--gpus-per-trial must be >= 0", "grid"),
+     "--gpus-per-trial must be a finite number >= 0", "grid"),
     ("fractional GPUs above 1", lambda t, m, g: {"--gpus-per-trial": ["1.5"]},
      "--gpus-per-trial 1.5: above 1 it must be a whole number", "grid"),
     ("negative retries", lambda t, m, g: {"--max-failures": ["-1"]},
@@ -153,6 +249,183 @@ CASES = [
     ("RAY_ADDRESS of a stopped cluster", lambda t, m, g: {"env:RAY_ADDRESS":
                                                         f"127.0.0.1:{free_port()}"},
      "does not answer", "cluster"),
+    # -- numbers that would train to NaN or run forever
+    ("infinite learning rate", lambda t, m, g: {"--lr": ["inf"]},
+     "lr: must be a finite number in (0, 1], got inf", "grid"),
+    ("NaN learning rate", lambda t, m, g: {"--lr": ["nan"]},
+     "lr: must be a finite number in (0, 1], got nan", "grid"),
+    ("huge learning rate", lambda t, m, g: {"--lr": ["1e30"]},
+     "lr: must be a finite number in (0, 1]", "grid"),
+    ("learning rate above 1", lambda t, m, g: {"--lr": ["2"]},
+     "lr: must be a finite number in (0, 1]", "grid"),
+    ("learning rate not a number", lambda t, m, g: {"--lr": ["fast"]},
+     "invalid float value: 'fast'", "argparse"),
+    ("infinite CPUs per trial", lambda t, m, g: {"--cpus-per-trial": ["inf"]},
+     "--cpus-per-trial must be a finite number > 0, got inf", "grid"),
+    ("NaN CPUs per trial", lambda t, m, g: {"--cpus-per-trial": ["nan"]},
+     "--cpus-per-trial must be a finite number > 0, got nan", "grid"),
+    ("infinite GPUs per trial", lambda t, m, g: {"--gpus-per-trial": ["inf"]},
+     "--gpus-per-trial must be a finite number >= 0, got inf", "grid"),
+    ("NaN GPUs per trial", lambda t, m, g: {"--gpus-per-trial": ["nan"]},
+     "--gpus-per-trial must be a finite number >= 0, got nan", "grid"),
+    ("NaN checkpoint period", lambda t, m, g: {"--checkpoint-after-s": ["nan"]},
+     "--checkpoint-after-s must be >= 0", "grid"),
+    ("fractional retries", lambda t, m, g: {"--max-failures": ["1.5"]},
+     "invalid int value: '1.5'", "argparse"),
+    ("fractional epochs", lambda t, m, g: {"--epochs": ["1.5"]}, "invalid int value: '1.5'",
+     "argparse"),
+    ("negative batch size", lambda t, m, g: {"--batch-size": ["-8"]},
+     "batch_size: must be an integer >= 1", "grid"),
+    ("negative seeds", lambda t, m, g: {"--seeds": ["-1"]}, "--seeds: must be >= 1",
+     "argparse"),
+    ("huge sequence length", lambda t, m, g: {"--max-seq-length": ["100000"]},
+     "exceeds the model's 128 positions", "grid"),
+    ("negative train size", lambda t, m, g: {"--sizes": ["-5"]},
+     "train_size: must be a positive count", "grid"),
+    ("train fraction zero", lambda t, m, g: {"--sizes": ["0.0"]},
+     "train_size: a fraction must lie in (0, 1)", "grid"),
+    ("layer index far above L", lambda t, m, g: {"--k": ["100"]}, "--k: [100] out of range",
+     "grid"),
+    ("warmup ratio above 1", lambda t, m, g: {"--warmup-ratio": ["1.5"]}, "warmup_ratio",
+     "grid"),
+    ("negative warmup ratio", lambda t, m, g: {"--warmup-ratio": ["-0.1"]}, "warmup_ratio",
+     "grid"),
+    ("unknown schedule", lambda t, m, g: {"--schedule": ["cosine-ish"]},
+     "invalid choice: 'cosine-ish'", "argparse"),
+    ("unknown init scheme", lambda t, m, g: {"--init-scheme": ["zeros"]},
+     "invalid choice: 'zeros'", "argparse"),
+    ("unknown evaluation policy", lambda t, m, g: {"--eval": ["sometimes"]},
+     "invalid choice: 'sometimes'", "argparse"),
+    ("negative log period", lambda t, m, g: {"--log-every": ["-1"]},
+     "--log-every must be >= 0", "grid"),
+    # -- the model: what the tool is told about it must be what it is
+    ("--num-layers contradicting the model", lambda t, m, g: {"--num-layers": ["3"],
+                                                             "--k": ["0", "3"]},
+     "--num-layers 3: ", "grid"),
+    ("--num-layers and --num-heads contradicting the model",
+     lambda t, m, g: {"--num-layers": ["4"], "--num-heads": ["2"]}, "--num-heads 2: ", "grid"),
+    ("--num-layers zero", lambda t, m, g: {"--num-layers": ["0"]},
+     "--num-layers must be >= 1", "grid"),
+    ("config.json not JSON", lambda t, m, g: {"--model": [model_files(
+        t, m, write("config.json", b"{not json"))]}, "config.json is not valid JSON", "grid"),
+    ("config.json a list", lambda t, m, g: {"--model": [model_files(
+        t, m, write("config.json", b"[1, 2]"))]}, "holds list, not a JSON object", "grid"),
+    ("config.json empty", lambda t, m, g: {"--model": [model_files(
+        t, m, write("config.json", b""))]}, "config.json is not valid JSON", "grid"),
+    ("config.json not UTF-8", lambda t, m, g: {"--model": [model_files(
+        t, m, write("config.json", b"\xff\xfe\x00{"))]}, "config.json is not valid JSON",
+     "grid"),
+    ("100000 layers declared", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"num_hidden_layers": 100000, "hidden_size": 384,
+                      "intermediate_size": 1536})]}, "~177B parameters", "grid"),
+    ("enormous hidden size", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"hidden_size": 4_000_000})]}, "B parameters", "grid"),
+    ("zero attention heads", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"num_attention_heads": 0})]},
+     "num_attention_heads must be a whole number >= 1", "grid"),
+    ("heads not dividing hidden size", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"num_attention_heads": 5})]},
+     "hidden_size 32 is not divisible by num_attention_heads 5", "grid"),
+    ("negative hidden size", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"hidden_size": -32})]}, "hidden_size must be a whole number >= 1", "grid"),
+    ("fractional hidden size", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"hidden_size": 32.5})]}, "hidden_size must be a whole number >= 1",
+     "grid"),
+    ("layers not a number", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"num_hidden_layers": "four"})]}, "non-numeric num_hidden_layers",
+     "grid"),
+    ("zero vocabulary", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"vocab_size": 0})]}, "vocab_size must be a whole number >= 1", "grid"),
+    ("config declares more layers than the weights", lambda t, m, g: {"--model": [
+        model_folder(t, m, config={"num_hidden_layers": 6})]},
+     "declares 6 layers but the weights", "grid"),
+    ("config declares fewer layers than the weights", lambda t, m, g: {"--model": [
+        model_folder(t, m, config={"num_hidden_layers": 3})], "--k": ["0", "3"]},
+     "declares 3 layers but the weights", "grid"),
+    ("weights missing a middle layer", lambda t, m, g: {"--model": [model_files(
+        t, m, drop_weights("layer.1."))]}, "declares 4 layers but the weights", "grid"),
+    ("weights of another layout", lambda t, m, g: {"--model": [model_files(
+        t, m, drop_weights("", rename=("encoder.layer.", "encoder.block.")))]},
+     "declares 4 layers but the weights in", "grid"),
+    ("vocab size not the embeddings'", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"vocab_size": 30000})]}, "says vocab_size 30000 but the word embeddings",
+     "grid"),
+    ("tokenizer larger than the vocabulary", lambda t, m, g: {"--model": [model_files(
+        t, m, bigger_tokenizer)]}, "tokens but the model's vocab_size is 30522", "grid"),
+    ("safetensors truncated", lambda t, m, g: {"--model": [model_files(
+        t, m, truncate("model.safetensors", 0.5))]}, "is truncated or corrupted", "grid"),
+    ("safetensors cut inside its header", lambda t, m, g: {"--model": [model_files(
+        t, m, truncate("model.safetensors", 0.0005))]}, "model.safetensors is", "grid"),
+    ("safetensors empty", lambda t, m, g: {"--model": [model_files(
+        t, m, write("model.safetensors", b""))]}, "is truncated (0 bytes)", "grid"),
+    ("safetensors random bytes", lambda t, m, g: {"--model": [model_files(
+        t, m, write("model.safetensors", bytes(range(256)) * 64))]},
+     "model.safetensors is corrupted", "grid"),
+    ("safetensors header not JSON", lambda t, m, g: {"--model": [model_files(
+        t, m, write("model.safetensors", (20).to_bytes(8, "little") + b"x" * 40))]},
+     "is corrupted (unreadable header)", "grid"),
+    ("weights as a corrupted pytorch_model.bin", lambda t, m, g: {"--model": [model_files(
+        t, m, as_bin)]}, "pytorch_model.bin cannot be read", "grid"),
+    ("sharded weights with a shard missing", lambda t, m, g: {"--model": [model_files(
+        t, m, sharded_without)]}, "names model-00001-of-00002.safetensors, which", "grid"),
+    ("weight index not JSON", lambda t, m, g: {"--model": [model_files(
+        t, m, broken_index)]}, "is not a valid weight index", "grid"),
+    ("tokenizer.json corrupted", lambda t, m, g: {"--model": [model_files(
+        t, m, write("tokenizer.json", b"{broken"))]}, "does not load or run", "grid"),
+    ("model type not an encoder", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"model_type": "llama"})]}, "is a 'llama' model", "grid"),
+    ("hub model neither cached nor reachable", lambda t, m, g: {"--model": [
+        "bert-base-uncased"], "--max-seq-length": ["64"]},
+     "bert-base-uncased is not in the Hugging Face cache", "grid"),
+    ("misspelled hub model", lambda t, m, g: {"--model": ["bert-base-uncassed"]},
+     "cannot find 'bert-base-uncassed'", "grid"),
+    # -- the data: labels the task can learn from, files that read
+    ("class labels 0.05/0.95", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, every_label([0.05, 0.95], pa.float64()))]},
+     "labels that are not whole class indices (e.g. 0.05)", "grid"),
+    ("one fractional class label", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_label(0.5, pa.float64()))]}, "1 labels that are not whole class indices",
+     "grid"),
+    ("a NaN class label", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_label(float("nan"), pa.float64()), split="validation")]},
+     "labels that are not whole class indices", "grid"),
+    ("a missing class label", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_label(None))]}, "labels that are not whole class indices", "grid"),
+    ("string labels", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, every_label(["entailment", "not_entailment"], pa.string()))]},
+     "has string labels; rte needs numbers 0..1: map the label names", "grid"),
+    ("boolean labels", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, every_label([True, False], pa.bool_()))]}, "has bool labels", "grid"),
+    ("integral float labels are fine but one is 3", lambda t, m, g: {"--data-dir": [
+        data_folder(t, g, one_label(3.0, pa.float64()))]}, "has labels 0..3; rte needs 0..1",
+     "grid"),
+    ("negative class label", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_label(-2))]}, "has labels -2..1", "grid"),
+    ("regression labels all NaN", lambda t, m, g: stsb(t, g, every_label(
+        [float("nan")], pa.float64())), "labels that are not finite", "grid"),
+    ("one NaN regression dev label", lambda t, m, g: stsb(t, g, one_label(float("nan")),
+                                                          split="validation"),
+     "1 labels that are not finite", "grid"),
+    ("an infinite regression label", lambda t, m, g: stsb(t, g, one_label(float("inf"))),
+     "1 labels that are not finite", "grid"),
+    ("a missing regression label", lambda t, m, g: stsb(t, g, one_label(None)),
+     "1 labels that are not finite", "grid"),
+    ("string regression labels", lambda t, m, g: stsb(t, g, every_label(["high"],
+                                                                        pa.string())),
+     "has string labels; stsb needs numbers (its scores)", "grid"),
+    ("train split not Parquet", lambda t, m, g: {"--data-dir": [broken_data(
+        t, g, "train", b"this is not parquet")]}, "train.parquet", "grid"),
+    ("dev split not Parquet", lambda t, m, g: {"--data-dir": [broken_data(
+        t, g, "validation", b"PAR1 but broken")]}, "validation.parquet", "grid"),
+    ("empty train file", lambda t, m, g: {"--data-dir": [broken_data(t, g, "train", b"")]},
+     "train.parquet", "grid"),
+    ("data folder is a file", lambda t, m, g: {"--data-dir": [str(file_at(t))]},
+     "--data-dir", "grid"),
+    # -- where results go
+    ("results trials/ is a file", lambda t, m, g: {"--results": [trials_is_a_file(t)]},
+     "is not writable", "grid"),
+    ("storage URI of an unknown scheme", lambda t, m, g: {"--storage": ["nosuch://bucket/x"]},
+     "--storage nosuch://bucket/x is not reachable", "grid"),
 ]
 
 
@@ -178,8 +451,9 @@ def sweep_env(monkeypatch):
     return started
 
 
-def test_the_table_covers_at_least_30_bad_inputs():
-    assert len(CASES) >= 30 and len({c[0] for c in CASES}) == len(CASES)
+def test_the_tables_cover_at_least_100_bad_inputs():
+    assert len({c[0] for c in CASES}) == len(CASES)
+    assert len(CASES) + len(FAMILY_CASES) >= 100
 
 
 @pytest.mark.parametrize("name,change,message,stage", CASES, ids=[c[0] for c in CASES])
@@ -210,6 +484,7 @@ def test_bad_input_gives_one_message_and_starts_nothing(name, change, message, s
     err = capsys.readouterr().err
     assert code == 2, err
     assert message in err, err
+    assert "Traceback" not in err, err
     problems = [ln for ln in err.splitlines() if "error:" in ln or ln.startswith("  - ")]
     detail = [ln for ln in problems if ln.startswith("  - ")] or problems
     assert len(detail) == 1, f"expected one message, got:\n{err}"

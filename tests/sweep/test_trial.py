@@ -70,3 +70,40 @@ def test_grouped_trial_trains_and_scores(tiny_bert, glue_dir):
     assert reports[0]["precision_used"] == "bf16"
 
 
+
+
+def test_only_infrastructure_failures_are_retried():
+    from ray.exceptions import RayActorError
+
+    from reinit_tune.errors import InputError, TrialDiverged
+
+    assert trial.is_infrastructure_failure(ConnectionResetError("peer reset"))
+    assert trial.is_infrastructure_failure(TimeoutError())
+    assert trial.is_infrastructure_failure(RayActorError())
+    for deterministic in (KeyError("token_type_ids"), InputError("model: bad"),
+                          TrialDiverged("diverged: nan"), OSError("offline"), ValueError()):
+        assert not trial.is_infrastructure_failure(deterministic)
+    assert trial.failure_text(TrialDiverged("diverged: x")) == "diverged: x"
+    assert trial.failure_text(KeyError("token_type_ids")) == "KeyError: 'token_type_ids'"
+
+
+def test_a_trial_whose_loss_overflows_raises_diverged(tiny_bert, glue_dir, tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reinit_tune.errors import TrialDiverged
+
+    shutil.copytree(glue_dir / "stsb", tmp_path / "stsb")
+    path = tmp_path / "stsb" / "train.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.set_column(table.schema.get_field_index("label"), "label",
+                                    pa.array([1e30] * len(table))), path)
+    config = TrialConfig(model=tiny_bert, task="stsb", train_size=16, seed=0, epochs=2,
+                         max_seq_length=32)
+    reports = []
+    with pytest.raises(TrialDiverged, match="diverged: the training loss of epoch 1 is inf"):
+        trial.execute(config, data_dir=str(tmp_path), use_gpu=False,
+                      report=lambda record, state: reports.append(record))
+    assert reports == []  # nothing non-finite was reported
