@@ -157,6 +157,13 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     run.add_argument("--calibrate", action="store_true",
                      help="with --dry-run: measure the per-token cost on this device (a short "
                           "synthetic run) instead of using the recorded table")
+    run.add_argument("--logger", action="append", default=[], dest="loggers",
+                     choices=("tensorboard", "wandb", "mlflow", "csv"),
+                     help="also log every trial (its axes and per-epoch metrics) to this "
+                          "tracker through Ray Tune's logger callbacks; repeat for several")
+    run.add_argument("--verbose", action="store_true",
+                     help="show Ray Tune's full trial table instead of one line per finished "
+                          "trial")
     extra = p.add_argument_group("measurements of each trial")
     on_off = argparse.BooleanOptionalAction
     extra.add_argument("--similarity", action=on_off, default=run_defaults.similarity,
@@ -221,6 +228,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         max_failures=args.max_failures, storage=args.storage,
         checkpoint_after_s=args.checkpoint_after_s, similarity=similarity,
         save_model=args.save_model, log_every=args.log_every, evaluate=args.evaluate,
+        loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
     )
 
 
@@ -254,6 +262,9 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
         from reinit_tune.sweep import runner
 
         if plan.todo:
+            print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,
+                                      use_gpu=args.gpus_per_trial > 0,
+                                      every_epoch=args.evaluate == "every-epoch"))
             runner.connect(plan)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)

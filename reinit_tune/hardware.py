@@ -32,6 +32,26 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+@cache
+def cpu_name() -> str:
+    """This CPU as a cost table names it: model name, family/model numbers (several CPU
+    generations share a model name) and whether it computes bf16 natively."""
+    fields: dict[str, str] = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    import platform
+
+    name = fields.get("model name") or platform.processor() or platform.machine() or "CPU"
+    family = (f" family {fields['cpu family']} model {fields['model']}"
+              if "cpu family" in fields and "model" in fields else "")
+    bf16 = ", ".join(f for f in CPU_BF16_FLAGS if f in cpu_flags()) or "no native bf16"
+    return f"{name}{family} ({bf16})"
+
+
 def native_bf16_cpu() -> bool:
     return bool(set(CPU_BF16_FLAGS) & cpu_flags())
 

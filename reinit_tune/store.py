@@ -97,6 +97,10 @@ TRIAL_SCHEMA = pa.schema(
         pa.field("attempts", pa.int64()),
         pa.field("resumed_from_epoch", pa.int64()),
         pa.field("versions", pa.string()),
+        # The reinit-tune source the driver ran: commit hash, and whether the work tree had
+        # uncommitted changes (None outside a git checkout, e.g. an installed wheel).
+        pa.field("git_commit", pa.string()),
+        pa.field("git_dirty", pa.bool_()),
         pa.field("finished_at", pa.timestamp("us", tz="UTC")),
         # the primary metric without learning, on the dev labels (reinit_tune.metrics.
         # reference_scores): every example the majority class, and uniform random guessing

@@ -99,7 +99,10 @@ def connect_ray() -> None:
                        logging_level="warning")
     signals.forward_sigterm()  # ray.init replaced our SIGTERM handler with sys.exit
     if context.dashboard_url:
-        log.info("Ray dashboard: http://%s (trials, logs, CPU/GPU use)", context.dashboard_url)
+        log.info("Ray dashboard: http://%s (trials by name, logs, CPU/GPU use; it lives as "
+                 "long as this Ray instance)", context.dashboard_url)
+    elif address == "local":
+        log.info("no Ray dashboard: it needs ray[default] (pip install 'reinit-tune[dashboard]')")
 
 
 # -- capacity ----------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from reinit_tune import data
+from reinit_tune import data, hardware
 from reinit_tune.config import TrialConfig
-from reinit_tune.errors import DataNotFoundError
+from reinit_tune.errors import DataNotFoundError, ReinitTuneError
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.tasks import get_task
 
@@ -73,7 +73,8 @@ TASK_TOKENS: dict[str, TaskTokens] = {
 # ``python benchmarks/calibrate_cost.py --shapes 6x384 12x768 --threads 1`` (load 1.0-1.5).
 # One torch thread is what a sweep trial with --cpus-per-trial 1 runs, so on CPUs the
 # estimate is in core-hours.
-RECORDED_DEVICE = "1 CPU core (AMD EPYC Zen 4, avx512_bf16; 1 torch thread)"
+RECORDED_CPU = "AMD EPYC family 25 model 17 (avx512_bf16)"  # hardware.cpu_name() there
+RECORDED_DEVICE = f"1 CPU core of an {RECORDED_CPU}, 1 torch thread"
 RECORDED: dict[tuple[int, int, str], Coefficients] = {
     (6, 384, "fp32"): Coefficients(0.03814, 0.0007925, 0.0002494),
     (6, 384, "bf16"): Coefficients(0.03616, 0.0004567, 0.0001351),
@@ -146,6 +147,7 @@ class Estimate:
     device_hours: float
     device: str
     sources: list[str]
+    note: str = ""  # why the figure may not hold on the device the sweep will run on
 
     def __str__(self) -> str:
         hours = self.device_hours
@@ -153,7 +155,34 @@ class Estimate:
         return (
             f"estimated cost: {shown} device-hours for {self.trials} trials, "
             f"one after another on {self.device} (per-token costs: {'; '.join(self.sources)})"
+            + (f"\n{self.note}" if self.note else "")
         )
+
+
+def calibration_note(use_gpu: bool) -> str:
+    """Empty where the recorded table was measured on this kind of device; else a line
+    saying the estimate is not calibrated for it and how to calibrate."""
+    if use_gpu:
+        return ("not calibrated for GPUs: the table was measured on a CPU core; run the dry "
+                "run with --calibrate on the GPU node to estimate GPU-hours there")
+    here = hardware.cpu_name()
+    if here == RECORDED_CPU:
+        return ""
+    return (f"not calibrated here: the table was measured on an {RECORDED_CPU}, this machine "
+            f"is {here}; add --dry-run --calibrate to measure this device (about 2 minutes)")
+
+
+def trial_estimates(configs: list[TrialConfig], shapes: dict[str, ModelShape], data_dir=None,
+                    every_epoch: bool = True) -> dict[str, float]:
+    """Seconds per trial id from the recorded table (the progress line's ETA starts from
+    these and corrects them by measured trial times); empty where a shape is unknown."""
+    try:
+        return {c.trial_id: trial_seconds(
+            c, recorded_coefficients(shapes[c.model], c.precision)[0],
+            shapes[c.model].num_layers, data_dir, every_epoch)
+            for c in configs}
+    except (KeyError, TypeError, ValueError, ReinitTuneError):  # unknown width or task size
+        return {}
 
 
 def estimate(
@@ -275,4 +304,9 @@ def sweep_estimate(
         for model, precision in sorted({(c.model, c.precision) for c in configs}):
             calibrated[(model, precision)], device = calibrate(shapes[model], precision,
                                                                use_gpu)
-    return estimate(configs, shapes, data_dir, calibrated, device, every_epoch)
+        device = f"1 {device.upper()} device here" if device != "cpu" else (
+            f"this machine's CPU ({hardware.cpu_name()}), as many threads as torch uses")
+    result = estimate(configs, shapes, data_dir, calibrated, device, every_epoch)
+    if not calibrate_here:
+        result.note = calibration_note(use_gpu)
+    return result

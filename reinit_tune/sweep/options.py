@@ -83,6 +83,10 @@ class RunOptions:
     # random numbers, so this changes no training number and is no part of a trial's id.
     evaluate: str = "every-epoch"
     name: str | None = None  # Tune's experiment name prefix; default: the first family's
+    # Experiment trackers fed by Tune's own logger callbacks (``reinit_tune.sweep.loggers``):
+    # any of "tensorboard", "wandb", "mlflow", "csv".
+    loggers: tuple[str, ...] = ()
+    verbose: bool = False  # Tune's full trial table instead of one line per finished trial
     callbacks: tuple[Any, ...] = field(default=(), compare=False)  # extra Tune callbacks
 
     def runtime(self, data_dir: str | None, results_dir: Path) -> TrialRuntime:

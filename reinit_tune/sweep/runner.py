@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ray import tune
 
@@ -29,9 +30,10 @@ from reinit_tune import sanity, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.model.shape import ModelShape
-from reinit_tune.sweep import cluster, cost, preflight
+from reinit_tune.sweep import cluster, cost, loggers, preflight
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import Plan, describe, make_plan
+from reinit_tune.sweep.progress import Progress, axes, trial_name
 from reinit_tune.sweep.trial import run_trial
 
 log = logging.getLogger("reinit_tune")
@@ -97,14 +99,21 @@ class StoreWriter(tune.Callback):
     """
 
     def __init__(self, results_dir: Path, configs: dict[str, TrialConfig], summary: SweepSummary,
-                 num_layers: dict[str, int]):
+                 num_layers: dict[str, int], progress: Progress | None = None,
+                 source: dict[str, Any] | None = None):
         self.results_dir = results_dir
         self.configs = configs
         self.summary = summary
         self.num_layers = num_layers  # per model, from pre-flight: for trials that never ran
+        self.progress = progress
+        self.source = source or {}  # git commit and dirty flag of the code the driver runs
         self.reports: dict[str, dict[int, dict]] = defaultdict(dict)
         self.failures: dict[str, str] = {}  # trial_id -> reported deterministic failure
         self.halt: str | None = None  # why the sweep must stop, once it must
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        if self.progress is not None:
+            self.progress.trial_started(trial_id_of(trial))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if "failed" in result:
@@ -117,11 +126,11 @@ class StoreWriter(tune.Callback):
         self.summary.retries += 1
 
     def _write(self, trial, status: str, error: str | None, attempts: int) -> None:
-        config = self.configs[trial.config["trial_id"]]
+        config = self.configs[trial_id_of(trial)]
         reports = list(self.reports.pop(trial.trial_id, {}).values())
         num_layers = reports[-1]["num_layers"] if reports else self.num_layers[config.model]
         row = store.trial_row(config, reports, num_layers=num_layers, status=status,
-                              error=error, attempts=attempts)
+                              error=error, attempts=attempts, **self.source)
         final = max(reports, key=lambda r: r["epoch"], default={})
         try:
             if status == "ok" and final.get("similarity_rows"):  # before the trial row
@@ -140,10 +149,15 @@ class StoreWriter(tune.Callback):
         if status == "ok":
             self.summary.ok += 1
             self.summary.examples_per_s.append(row["train_examples_per_s"])
+            detail = f"{config.task_spec.primary} {row['score']:.4f}"
         else:
             self.summary.failed += 1
             self.summary.errors[error or ""] += 1
             self._fail_fast(error or "")
+            detail = (error or "").splitlines()[-1][:100] if error else ""
+        if self.progress is not None:
+            shown = "diverged" if (error or "").startswith("diverged:") else status
+            self.progress.trial_finished(config.trial_id, shown, detail)
         _drop_checkpoint(trial)
 
     def _fail_fast(self, error: str) -> None:
@@ -159,11 +173,13 @@ class StoreWriter(tune.Callback):
         if (failure := self.failures.pop(trial.trial_id, None)) is not None:
             self._write(trial, "error", failure, attempts)
             return
-        config = self.configs[trial.config["trial_id"]]
+        config = self.configs[trial_id_of(trial)]
         if max(self.reports.get(trial.trial_id, {}), default=0) < config.epochs:
             # Stopped before its last epoch (the sweep was halted or interrupted): not a
             # result. Leaving it out of the store makes the next run train it again.
             self.reports.pop(trial.trial_id, None)
+            if self.progress is not None:
+                self.progress.trial_stopped(config.trial_id)
             return
         self._write(trial, "ok", None, attempts)
 
@@ -222,8 +238,60 @@ def connect(plan: Plan) -> None:
     cluster.warn_if_storage_is_local(plan.storage, alive, scalable)
 
 
-def launch(plan: Plan) -> SweepSummary:
-    """Run every trial of ``plan`` not yet in the store through Ray Tune; return the counts."""
+def param_space(configs: dict[str, TrialConfig], num_layers: dict[str, int]) -> dict:
+    """Tune's search space: one grid point per trial, ``{"trial": {"trial_id": ..., <axes>}}``
+    with the trial's experiment axes (``progress.axes``) as real values, so Tune's table,
+    ``ResultGrid.get_dataframe()`` (``config/trial/k``...), logger callbacks (TensorBoard
+    hparams ``trial/k``...) and the dashboard show them. One grid value per trial keeps the
+    axes of a trial together (a cartesian product of axes would be another grid)."""
+    return {"trial": tune.grid_search([{"trial_id": tid, **axes(c, num_layers[c.model])}
+                                       for tid, c in configs.items()])}
+
+
+def trial_id_of(trial) -> str | None:
+    """Our trial id of a Tune trial (from its config; see ``param_space``)."""
+    return (trial.config.get("trial") or {}).get("trial_id")
+
+
+class TrialNames:
+    """Tune's ``trial_name_creator``/``trial_dirname_creator``: a trial named by its axes
+    (``progressive_rte_n500_s3_k4``), looked up by its trial id (the one grid value Tune
+    has resolved when it names a trial)."""
+
+    def __init__(self, configs: dict[str, TrialConfig], num_layers: dict[str, int]):
+        self.names = {tid: trial_name(axes(c, num_layers[c.model]))
+                      for tid, c in configs.items()}
+
+    def name(self, trial) -> str:
+        return self.names.get(trial_id_of(trial), "trial")
+
+    def dirname(self, trial) -> str:
+        return f"{self.name(trial)}_{trial.trial_id}"
+
+
+def source_version() -> dict[str, Any]:
+    """``git_commit`` and ``git_dirty`` of the reinit-tune source this process runs (None
+    where it is not a git checkout, e.g. an installed wheel)."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        # This package's own files must be tracked there: a wheel installed inside some
+        # other checkout would otherwise report that checkout's commit.
+        subprocess.run(["git", "-C", str(root), "ls-files", "--error-unmatch",
+                        "reinit_tune/__init__.py"], capture_output=True, timeout=10, check=True)
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"],
+                                capture_output=True, text=True, timeout=10, check=True)
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain",
+                                 "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": commit.stdout.strip(), "git_dirty": bool(status.stdout.strip())}
+
+
+def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
+    """Run every trial of ``plan`` not yet in the store through Ray Tune; return the counts.
+    One line per finished trial goes to ``out`` (Tune's own table instead with
+    ``plan.options.verbose``)."""
     summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
                            skipped=plan.skipped)
     by_id = {c.trial_id: c for c in plan.configs}
@@ -241,20 +309,28 @@ def launch(plan: Plan) -> SweepSummary:
                              runtime=options.runtime(plan.data_dir, plan.results_dir)),
         {"cpu": options.resources.cpus_per_trial, "gpu": options.resources.gpus_per_trial},
     )
-    writer = StoreWriter(plan.results_dir, todo, summary,
-                         {m: s.num_layers for m, s in plan.shapes.items()})
+    num_layers = {m: s.num_layers for m, s in plan.shapes.items()}
+    progress = Progress(todo, num_layers, cost.trial_estimates(
+        list(todo.values()), plan.shapes, plan.data_dir,
+        every_epoch=options.evaluate == "every-epoch"), out=out)
+    writer = StoreWriter(plan.results_dir, todo, summary, num_layers,
+                         progress=None if options.verbose else progress,
+                         source=source_version())
+    names = TrialNames(todo, num_layers)
     tuner = tune.Tuner(
         trainable,
-        param_space={"trial_id": tune.grid_search(list(todo))},
-        tune_config=tune.TuneConfig(reuse_actors=True),
+        param_space=param_space(todo, num_layers),
+        tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=names.name,
+                                    trial_dirname_creator=names.dirname),
         run_config=tune.RunConfig(
             name=f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}",
             storage_path=plan.storage,
             failure_config=tune.FailureConfig(max_failures=options.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            callbacks=[writer, *options.callbacks],
+            callbacks=[writer, *loggers.callbacks(options.loggers, plan.name),
+                       *options.callbacks],
             stop=HaltStopper(writer),
-            verbose=1,
+            verbose=1 if options.verbose else 0,
         ),
     )
     start = time.perf_counter()
@@ -293,6 +369,6 @@ def run_sweep(
                                   use_gpu=plan.options.resources.gpus_per_trial > 0,
                                   every_epoch=plan.options.evaluate == "every-epoch"), file=out)
         return summary
-    summary = launch(plan)
+    summary = launch(plan, out)
     print(summary, file=out)
     return summary

@@ -238,17 +238,24 @@ def failure_text(error: BaseException) -> str:
 
 def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
               runtime: TrialRuntime) -> None:
-    """Ray Tune function trainable. ``params["trial_id"]`` picks the config from ``configs``
+    """Ray Tune function trainable. ``params["trial"]["trial_id"]`` picks the config from
+    ``configs``
     (shipped once through the object store by ``tune.with_parameters``, with the run's
     ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one.
 
     Only infrastructure failures (``is_infrastructure_failure``) propagate to Tune, which
     retries them; any other exception is reported as ``{"failed": text, "epoch": -1}`` and
     the trial ends, since running it again would fail the same way."""
+    import datasets
     import ray  # here, not above: ``execute`` runs without Ray (benchmarks, a GPU box)
     from ray import tune
+    from transformers.utils import logging as hf_logging
 
-    config = configs[params["trial_id"]]
+    # Per-trial progress bars would flood the driver's console (Ray forwards worker output);
+    # the sweep prints one line per finished trial instead.
+    hf_logging.disable_progress_bar()
+    datasets.disable_progress_bars()
+    config = configs[params["trial"]["trial_id"]]
     context = ray.get_runtime_context()
     assigned = context.get_assigned_resources()
     # Ray pins OMP threads per worker; torch must match the CPUs this trial was given.

@@ -10,6 +10,7 @@ import pytest
 
 from reinit_tune import EMBEDDED_MODEL, TrialConfig, families
 from reinit_tune.families import Grid
+from reinit_tune.hardware import resolve_precision
 from reinit_tune.model.shape import ModelShape, model_shape
 from reinit_tune.sweep import cost
 from reinit_tune.tasks import TASKS
@@ -72,13 +73,14 @@ def hours(output: str) -> float:
 def test_dry_run_of_the_full_paper_grid_prints_device_hours(capsys, no_ray, monkeypatch):
     monkeypatch.delenv("REINIT_TUNE_DATA")  # official GLUE sizes: the full 003 grid
     out = dry_run(capsys)
-    grid = Grid("bert-base-uncased", length_grouped=True)  # the CLI default
+    precision = resolve_precision("auto", on_gpu=False)[0]  # the CLI defaults
+    grid = Grid("bert-base-uncased", length_grouped=True, precision=precision)
     configs = families.get("progressive").configs(grid)
-    expected = cost.estimate(configs, {"bert-base-uncased": model_shape("bert-base-uncased")}
-                             ).device_hours
+    expected = cost.estimate(configs, {"bert-base-uncased": model_shape("bert-base-uncased")},
+                             every_epoch=False).device_hours  # the family scores the last epoch
     assert hours(out) == pytest.approx(expected, rel=1e-3)
     assert f"for {len(configs)} trials" in out
-    assert "bert-base-uncased fp32 recorded table" in out and cost.RECORDED_DEVICE in out
+    assert f"bert-base-uncased {precision} recorded table" in out and cost.RECORDED_DEVICE in out
     # the estimate follows the flags that change the work
     assert hours(dry_run(capsys, "--no-length-grouped")) > expected
     small = hours(dry_run(capsys, "--sizes", "500"))
@@ -89,7 +91,8 @@ def test_dry_run_of_the_full_paper_grid_prints_device_hours(capsys, no_ray, monk
 def test_dry_run_calibrates_on_request(capsys, no_ray, tiny_bert, glue_dir):
     out = dry_run(capsys, "--calibrate", "--model", tiny_bert, "--tasks", "rte", "--sizes",
                   "100", "--seeds", "2")
-    assert "calibrated here" in out and "one after another on cpu" in out
+    assert "calibrated here" in out and "one after another on this machine's CPU" in out
+    assert "not calibrated" not in out
     assert math.isfinite(hours(out)) and hours(out) > 0
 
 

@@ -1,0 +1,136 @@
+"""How a running sweep shows itself: each trial's experiment axes, and a progress line.
+
+``axes`` names a trial by what a researcher varies (family, task, train size, seed, k or the
+reinitialized layers/heads, permutation, init scheme, learning rate): Tune's ``param_space``
+carries them as real values, so Tune's table, ``ResultGrid.get_dataframe()``, logger callbacks
+(TensorBoard hparams, W&B, MLflow) and the dashboard show them instead of a hash, and trials are
+named by them. ``Progress`` prints one line per finished trial with its axes, outcome and
+score, under a header of done/running/pending, throughput and an ETA: the cost model's
+estimate of the remaining trials, corrected by how long the finished ones took against their
+own estimate.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, TextIO
+
+from reinit_tune.config import TrialConfig
+
+Axis = str | int | float
+
+
+def axes(config: TrialConfig, num_layers: int) -> dict[str, Axis]:
+    """The trial's coordinates in its experiment, as scalars (Tune shows and logs scalars)."""
+    out: dict[str, Axis] = {
+        "family": config.experiment,
+        "task": config.task,
+        "train_size": "full" if config.train_size is None else config.train_size,
+        "seed": config.seed,
+    }
+    if config.intermediate_task is not None:
+        out["intermediate_task"] = config.intermediate_task
+    if config.probe_layer is not None:
+        out["probe_layer"] = config.probe_layer
+    reinit = config.reinit_layers
+    if reinit == tuple(range(num_layers - len(reinit), num_layers)):
+        out["k"] = num_layers - len(reinit)  # layers 1..k pretrained, the rest reinitialized
+    else:
+        out["reinit_layers"] = ",".join(map(str, reinit))
+    if config.reinit_heads:
+        out["reinit_heads"] = " ".join(f"{layer}.{head}" for layer, head in config.reinit_heads)
+    if config.layer_order is not None:
+        out["layer_order"] = ",".join(map(str, config.layer_order))
+    out["init_scheme"] = config.init_scheme
+    out["lr"] = config.lr
+    return out
+
+
+def trial_name(values: dict[str, Any]) -> str:
+    """A short readable trial name from its axes: ``progressive_rte_n500_s3_k4``."""
+    parts = [str(values.get("family", "trial")), str(values.get("task", ""))]
+    parts.append(f"n{values.get('train_size')}")
+    parts.append(f"s{values.get('seed')}")
+    for key, short in (("k", "k"), ("probe_layer", "probe"), ("reinit_layers", "reinit"),
+                       ("reinit_heads", "heads"), ("layer_order", "order"),
+                       ("intermediate_task", "after-")):
+        if key in values and values[key] != "":
+            parts.append(f"{short}{values[key]}".replace(" ", "+").replace(",", "-"))
+    return "_".join(parts)[:120]
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class Progress:
+    """One line per finished trial, with counts, throughput and an ETA (see module doc).
+
+    ``estimates`` maps trial ids to the cost model's seconds for one trial on one worker;
+    ``slots`` is how many trials run at once (measured as the sweep runs)."""
+
+    def __init__(self, configs: dict[str, TrialConfig], num_layers: dict[str, int],
+                 estimates: dict[str, float] | None = None, out: TextIO | None = None):
+        self.configs = configs
+        self.num_layers = num_layers
+        self.estimates = estimates or {}
+        self.out = out
+        self.started: dict[str, float] = {}
+        self.finished: set[str] = set()
+        self.done = 0
+        self.measured_s = 0.0  # summed trial wall times of finished trials ...
+        self.estimated_s = 0.0  # ... and the cost model's estimate of the same trials
+        self.slots = 1
+        self.start = time.monotonic()
+
+    def __getstate__(self) -> dict:
+        # Tune pickles its callbacks and stoppers with the experiment state; a console
+        # stream does not pickle, and a restored copy prints to its own process's stdout.
+        return {**self.__dict__, "out": None}
+
+    def trial_stopped(self, trial_id: str) -> None:
+        """A trial ended without a result (the sweep was stopped): it stays pending."""
+        self.started.pop(trial_id, None)
+
+    def trial_started(self, trial_id: str) -> None:
+        self.started[trial_id] = time.monotonic()
+        self.slots = max(self.slots, len(self.started))
+
+    def trial_finished(self, trial_id: str, status: str, detail: str = "") -> None:
+        began = self.started.pop(trial_id, None)
+        seconds = time.monotonic() - began if began is not None else 0.0
+        self.finished.add(trial_id)
+        self.done += 1
+        if trial_id in self.estimates and began is not None:
+            self.measured_s += seconds
+            self.estimated_s += self.estimates[trial_id]
+        config = self.configs[trial_id]
+        values = axes(config, self.num_layers[config.model])
+        shown = " ".join(f"{k}={v}" for k, v in values.items()
+                         if k not in ("family", "init_scheme", "lr"))
+        print(f"{self.header()}  {status:<8} {shown}  {detail}  ({_duration(seconds)})",
+              file=self.out or sys.stdout, flush=True)
+
+    def eta_s(self) -> float | None:
+        remaining = [t for t in self.configs if t not in self.finished]
+        if not remaining:
+            return 0.0
+        if not self.estimates:
+            return None
+        correction = self.measured_s / self.estimated_s if self.estimated_s else 1.0
+        return correction * sum(self.estimates.get(t, 0.0) for t in remaining) / self.slots
+
+    def header(self) -> str:
+        total = len(self.configs)
+        running = len(self.started)
+        pending = total - self.done - running
+        elapsed = time.monotonic() - self.start
+        rate = f"{self.done / elapsed * 3600:.0f} trials/h" if self.done and elapsed else "-"
+        eta = self.eta_s()
+        return (f"[{self.done:>{len(str(total))}}/{total} done, {running} running, {pending} "
+                f"pending; {rate}; ETA {'?' if eta is None else _duration(eta)}]")
