@@ -126,10 +126,30 @@ def subset_indices(n_rows: int, train_size: int | float | None, seed: int) -> np
 
 
 @lru_cache(maxsize=4)
+@lru_cache(maxsize=16)
+def uses_segments(model: str) -> bool:
+    """Whether ``model`` takes segment ids (``token_type_ids``): BERT does; RoBERTa (one
+    segment embedding), DistilBERT, MPNet and decoders do not, whatever the tokenizer
+    returns."""
+    from transformers import AutoConfig
+
+    from reinit_tune.model.stacks import ARCHITECTURES
+
+    config = AutoConfig.from_pretrained(resolve_model(model))
+    arch = ARCHITECTURES.get(config.model_type)
+    return (arch is None or arch.segments) and getattr(config, "type_vocab_size", 2) > 1
+
+
 def load_tokenizer(model: str):
+    """The model's own tokenizer. A decoder's tokenizer often has no padding token (GPT-2,
+    Llama): batches are padded with its end-of-sequence token then, which is never an input
+    token here, so the classifier's last-non-padding-token pooling finds the real last one."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(resolve_model(model))
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(model))
+    if tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
 
 
 def tokenizer_identity(tokenizer) -> str:
@@ -305,7 +325,7 @@ def encoded_split(
         cache_file.unlink()
         columns = tokenize()
     types = columns.get("token_type_ids")  # RoBERTa-style tokenizers return none
-    types = None if not types or types[0] is None else types
+    types = None if not types or types[0] is None or not uses_segments(model) else types
     if spec.is_qa:
         encoded = Encoded(
             columns["input_ids"], types,

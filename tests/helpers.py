@@ -204,3 +204,57 @@ def two_node_cluster(timeout: float = 120) -> Iterator[str]:
         for proc in reversed(procs):
             stop(proc)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+# Tiny random configs of every supported architecture (3 blocks, hidden 32, 4 heads, BERT's
+# vocabulary so the embedded tokenizer serves them all).
+FAMILIES = ("bert", "roberta", "xlm-roberta", "electra", "distilbert", "deberta-v2", "mpnet",
+            "gpt2", "llama")
+
+
+def tiny_config(family: str, layers: int = 3):
+    from transformers import AutoConfig
+
+    common = dict(vocab_size=30522, num_hidden_layers=layers, num_attention_heads=4,
+                  hidden_size=32, intermediate_size=64, max_position_embeddings=128)
+    if family == "distilbert":
+        common = dict(vocab_size=30522, n_layers=layers, n_heads=4, dim=32, hidden_dim=64,
+                      max_position_embeddings=128)
+    elif family == "gpt2":
+        common = dict(vocab_size=30522, n_layer=layers, n_head=4, n_embd=32, n_inner=64,
+                      n_positions=128)
+    elif family == "llama":
+        common.update(num_key_value_heads=2)  # grouped-query attention
+    elif family in ("roberta", "xlm-roberta"):
+        common.update(max_position_embeddings=130, type_vocab_size=1, pad_token_id=0)
+    elif family == "deberta-v2":
+        common.update(relative_attention=True, pos_att_type=["p2c", "c2p"],
+                      position_buckets=16, max_relative_positions=64)
+    return AutoConfig.for_model(family, **common)
+
+
+def save_tiny_model(path: Path, family: str, *, layers: int = 3, seed: int = 0) -> Path:
+    """A random model of ``family`` and the embedded tokenizer (without segment ids where the
+    family has none), saved as a local folder that loads like a user's checkpoint."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from reinit_tune.model.shape import resolve_model
+    from reinit_tune.model.stacks import ARCHITECTURES
+
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(tiny_config(family, layers))
+    with torch.no_grad():  # non-trivial norms and biases, as in a trained checkpoint
+        for name, p in model.named_parameters():
+            if "norm" in name.lower() or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model(EMBEDDED_MODEL))
+    tokenizer.save_pretrained(path)
+    arch = ARCHITECTURES[family]
+    if not arch.segments or family in ("roberta", "xlm-roberta"):
+        config_file = path / "tokenizer_config.json"
+        config = json.loads(config_file.read_text())
+        config["model_input_names"] = ["input_ids", "attention_mask"]
+        config_file.write_text(json.dumps(config))
+    return path

@@ -15,8 +15,9 @@ PACKAGE = Path(reinit_tune.__file__).parent
 # Lowest first. A module may import modules of its own layer and of the layers below.
 LAYERS = [
     ("foundations", ["errors", "env", "seeding", "tasks", "hardware"]),
-    ("trial description", ["config", "model.shape", "metrics", "qa"]),
-    ("data, results store, model surgery", ["data", "store", "sanity", "model.surgery",
+    ("trial description", ["config", "model.shape", "model.files", "metrics", "qa"]),
+    ("data, results store, model surgery", ["data", "store", "sanity", "model.stacks",
+                                            "model.surgery",
                                             "model.build"]),
     ("training and similarity", ["training.*", "similarity.*"]),
     ("running sweeps", ["sweep.*"]),

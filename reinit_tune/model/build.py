@@ -53,28 +53,36 @@ def load_pretrained(model: str, task: str) -> nn.Module:
                 )
         finally:
             hf_logging.set_verbosity(verbosity)
-        check_loading_info(model, info)
+        check_loading_info(model, info, loaded.base_model_prefix)
+        if getattr(loaded.config, "pad_token_id", None) is None:
+            # Decoders pool the last non-padding token: they must know the padding id.
+            from reinit_tune.data import load_tokenizer
+
+            loaded.config.pad_token_id = load_tokenizer(model).pad_token_id
         _checkpoints.clear()  # one model per worker is the common case; bound the memory
         _checkpoints[key] = loaded.eval()
     return copy.deepcopy(_checkpoints[key])
 
 
-# Weights a pretrained checkpoint need not hold: the task head (new for every task) and the
-# pooler (some encoders are saved without one; it is then trained from its initialization).
-_NEW_HEAD = re.compile(r"^(classifier|qa_outputs)\.")
+# A pretrained checkpoint need not hold a pooler (some encoders are saved without one; it then
+# trains from its initialization). The task head is new by definition: every weight outside
+# the base model (``surgery.head_modules``; drawn per trial by ``reset_classifier``).
 _POOLER = re.compile(r"(^|\.)pooler\.")
 
 
-def check_loading_info(model: str, info: dict) -> None:
+def check_loading_info(model: str, info: dict, base_prefix: str) -> None:
     """Refuse a checkpoint whose weights do not cover the model its config describes (what
     transformers reports as missing, unexpected or mismatched weights), instead of training
     layers it silently left at their random initialization."""
-    missing = [k for k in info.get("missing_keys", ()) if not _NEW_HEAD.search(k)]
+    def in_base(key: str) -> bool:
+        return key.startswith(f"{base_prefix}.")
+
+    missing = [k for k in info.get("missing_keys", ()) if in_base(k)]
     pooler = [k for k in missing if _POOLER.search(k)]
     missing = [k for k in missing if k not in pooler]
     unexpected = [k for k in info.get("unexpected_keys", ()) if layer_indices([k])]
     mismatched = [k[0] if isinstance(k, tuple) else k for k in info.get("mismatched_keys", ())
-                  if not _NEW_HEAD.search(k[0] if isinstance(k, tuple) else k)]
+                  if in_base(k[0] if isinstance(k, tuple) else k)]
     problems = []
     if missing:
         problems.append(f"{len(missing)} weights its config declares are missing (e.g. "
@@ -106,12 +114,13 @@ def loaded_shape(model: nn.Module) -> ModelShape:
 
 
 def reset_classifier(model: nn.Module, seed: int) -> nn.Module:
-    """Draw the task head (classifier or span head) from N(0, initializer_range) with zero
-    bias, as transformers initializes it, from a generator seeded by ``seed``."""
+    """Draw the task head (``surgery.head_modules``: the classifier or span head, and any
+    other module the task model adds to its base model) from N(0, initializer_range) with
+    zero bias, as transformers initializes it, from a generator seeded by ``seed``."""
     generator = surgery.seeded_generator(seed, "classifier")
-    surgery.reinit_linear_head(
-        surgery.classifier_head(model), model.config.initializer_range, generator
-    )
+    std = getattr(model.config, "initializer_range", 0.02)
+    for head in surgery.head_modules(model):
+        surgery.reinit_linear_head(head, std, generator)
     return model
 
 

@@ -27,8 +27,20 @@ MAX_PARAMETERS = 30e9
 _HEADER_LIMIT = 100 * 2**20  # a safetensors header is kilobytes; more means a corrupt file
 
 
+# What GPT-2 and DistilBERT call the fields BERT's config names (transformers aliases them on
+# the config object; config.json keeps each family's own names).
+ALIASES = {
+    "num_hidden_layers": ("n_layer", "n_layers"),
+    "num_attention_heads": ("n_head", "n_heads"),
+    "hidden_size": ("n_embd", "dim"),
+    "intermediate_size": ("n_inner", "hidden_dim"),
+    "max_position_embeddings": ("n_positions",),
+}
+
+
 def read_config(folder: Path) -> dict[str, Any]:
-    """``folder/config.json`` as a dict; ``InputError`` naming the file if it is unreadable."""
+    """``folder/config.json`` as a dict, with BERT's field names added for a family that
+    names them otherwise (``ALIASES``); ``InputError`` naming the file if it is unreadable."""
     path = folder / "config.json"
     try:
         config = json.loads(path.read_text())
@@ -38,6 +50,12 @@ def read_config(folder: Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise InputError(f"model: {path} holds {type(config).__name__}, not a JSON object; "
                          "rewrite it with config.save_pretrained")
+    for name, aliases in ALIASES.items():
+        if name not in config:
+            for alias in aliases:
+                if config.get(alias) is not None:
+                    config[name] = config[alias]
+                    break
     return config
 
 

@@ -91,8 +91,8 @@ def _shape_from_config(cfg: dict) -> ModelShape:
             "hidden_size; fix config.json") from None
     except KeyError as e:
         raise InputError(
-            f"model: config has no {e.args[0]!r}; not a BERT-family encoder: pass a BERT, "
-            "RoBERTa or ELECTRA model"
+            f"model: config has no {e.args[0]!r}; not a transformer reinit-tune knows: pass "
+            "a BERT-family, DistilBERT, DeBERTa-v2, MPNet, GPT-2 or Llama-style model"
         ) from None
 
 

@@ -13,7 +13,9 @@ Two initialization schemes (``scheme``):
   weights are N(0, σ²) truncated at ±2σ·σ = ±2σ² (std ≈ 0.00046 for σ = 0.02); biases keep
   their pretrained values; LayerNorm is reset to (1, 0).
 
-Embeddings are never touched.
+Embeddings are never touched. Blocks are found by ``reinit_tune.model.stacks``, so every
+function here works on every supported architecture (BERT-family encoders, DistilBERT,
+DeBERTa-v2, MPNet, GPT-2, Llama-style decoders).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from torch import nn
 
 from reinit_tune.config import INIT_SCHEMES
+from reinit_tune.model.stacks import locate
 from reinit_tune.seeding import derive_seed
 
 
@@ -38,23 +41,29 @@ def seeded_generator(seed: int, *purpose: object) -> torch.Generator:
 
 
 def layer_stack(model: nn.Module) -> nn.ModuleList:
-    """The list of transformer layers of a BERT-family model (``base_model.encoder.layer``)."""
-    base = getattr(model, "base_model", model)
-    layers = getattr(getattr(base, "encoder", None), "layer", None)
-    if not isinstance(layers, nn.ModuleList):
-        raise TypeError(
-            f"{type(model).__name__} has no encoder.layer list; reinit-tune supports "
-            "BERT-family encoders (BERT, MiniLM, RoBERTa, ELECTRA)"
-        )
-    return layers
+    """The list of transformer blocks of a supported model (``reinit_tune.model.stacks``)."""
+    return locate(model).layers
 
 
-def classifier_head(model: nn.Module) -> nn.Module:
-    """The task head: a sequence classifier's ``classifier``, a QA model's ``qa_outputs``."""
-    head = getattr(model, "classifier", None) or getattr(model, "qa_outputs", None)
-    if head is None:
-        raise TypeError(f"{type(model).__name__} has no classifier or span head")
-    return head
+def head_modules(model: nn.Module) -> list[nn.Module]:
+    """The task head: every child of the task model outside its base model (a classifier,
+    DistilBERT's pre_classifier, DeBERTa's pooler, a decoder's ``score``, ``qa_outputs``)."""
+    base = getattr(model, "base_model", None)
+    heads = [child for child in model.children()
+             if child is not base and any(True for _ in child.parameters())]
+    if base is None or base is model or not heads:
+        raise TypeError(f"{type(model).__name__} has no task head")
+    return heads
+
+
+def classifier_head(model: nn.Module) -> nn.Linear:
+    """The task head's final linear layer (what a linear probe trains)."""
+    hidden = model.config.hidden_size
+    for head in reversed(head_modules(model)):
+        linears = [m for m in head.modules() if isinstance(m, nn.Linear)]
+        if linears and linears[-1].in_features == hidden:
+            return linears[-1]
+    raise TypeError(f"{type(model).__name__} has no linear output layer on its hidden state")
 
 
 def truncation_bound(std: float, scheme: str = "bert") -> float:
@@ -98,6 +107,16 @@ def reinit_linear_head(head: nn.Module, std: float, generator: torch.Generator) 
     return head
 
 
+def _is_conv1d(module: nn.Module) -> bool:
+    """transformers' Conv1D (GPT-2): a Linear whose weight is stored (in, out)."""
+    return type(module).__name__ == "Conv1D" and hasattr(module, "nf")
+
+
+def _is_rms_norm(module: nn.Module) -> bool:
+    return type(module).__name__.endswith("RMSNorm") and isinstance(
+        getattr(module, "weight", None), nn.Parameter)
+
+
 @torch.no_grad()
 def reinit_module(
     module: nn.Module,
@@ -107,19 +126,24 @@ def reinit_module(
     reset_layernorm: bool = True,
     scheme: str = "bert",
 ) -> nn.Module:
-    """Reinitialize every Linear (and, unless told otherwise, LayerNorm) inside ``module``.
+    """Reinitialize every Linear (GPT-2's Conv1D too) and, unless told otherwise, every norm
+    inside ``module``: LayerNorm to weight 1 and bias 0, RMSNorm to weight 1.
 
-    ``reset_layernorm=False`` is the 003 App. F variant: LayerNorms keep their
-    pretrained parameters. Under "authors-code" biases keep their pretrained values.
+    ``reset_layernorm=False`` is the 003 App. F variant: norms keep their pretrained
+    parameters. Under "authors-code" biases keep their pretrained values.
     """
     for sub in module.modules():
-        if isinstance(sub, nn.Linear):
+        if isinstance(sub, nn.Linear) or _is_conv1d(sub):
             trunc_normal_(sub.weight, std, generator, scheme)
             if sub.bias is not None and scheme == "bert":
                 sub.bias.zero_()
         elif isinstance(sub, nn.LayerNorm) and reset_layernorm:
+            if sub.weight is not None:
+                sub.weight.fill_(1.0)
+            if sub.bias is not None:
+                sub.bias.zero_()
+        elif _is_rms_norm(sub) and reset_layernorm:
             sub.weight.fill_(1.0)
-            sub.bias.zero_()
     return module
 
 
@@ -146,19 +170,6 @@ def reinit_layers(
     return model
 
 
-def attention_projections(layer: nn.Module) -> tuple[nn.Linear, nn.Linear, nn.Linear, nn.Linear]:
-    """Query, key, value and attention-output projections of a BERT-family layer."""
-    try:
-        attention = layer.attention
-        return (attention.self.query, attention.self.key, attention.self.value,
-                attention.output.dense)
-    except AttributeError:
-        raise TypeError(
-            f"{type(layer).__name__} is not a BERT-family layer (attention.self.query/key/value, "
-            "attention.output.dense); head reinitialization needs one"
-        ) from None
-
-
 @torch.no_grad()
 def reinit_heads(
     model: nn.Module,
@@ -170,22 +181,41 @@ def reinit_heads(
 ) -> nn.Module:
     """Reinitialize single attention heads (001 Exp 3); every other element is kept.
 
-    For head h of layer i with head size d: rows h·d..(h+1)·d of the Q, K and V weights and
-    the same slice of their biases (zeroed under "bert", kept under "authors-code"), and
-    columns h·d..(h+1)·d of the attention output projection, whose bias is shared by all
-    heads and kept. That is how the layer splits its projections into heads.
+    For head h of block i with head size d: rows h·d..(h+1)·d of the query, key and value
+    weights and the same slice of their biases (zeroed under "bert", kept under
+    "authors-code"), and columns h·d..(h+1)·d of the attention output projection, whose bias
+    is shared by all heads and kept. That is how a block splits its projections into heads.
+    GPT-2's fused ``c_attn`` holds [q | k | v] as column blocks of its (in, 3·hidden) weight:
+    head h is columns h·d.. of each block, and rows h·d.. of ``c_proj``. With grouped-query
+    attention (Llama-style; fewer key/value heads than query heads) ``(i, h)`` names query
+    head h: its query rows and output columns are redrawn, and the key/value head it shares
+    with the other query heads of its group is kept.
     """
-    layers = layer_stack(model)
-    n_heads = model.config.num_attention_heads
+    stack = locate(model)
+    n_heads, d = stack.num_heads, stack.head_size
+    grouped = stack.num_kv_heads != n_heads
     for layer_index, head in heads:
-        _check_layer(layers, layer_index)
+        _check_layer(stack.layers, layer_index)
         if not 0 <= head < n_heads:
             raise IndexError(f"head {head} out of range 0..{n_heads - 1}")
-        query, key, value, output = attention_projections(layers[layer_index])
-        d = query.out_features // n_heads
         rows = slice(head * d, (head + 1) * d)
         generator = seeded_generator(seed, "head", layer_index, head)
-        for proj in (query, key, value):
+        output = stack.part(layer_index, "output")
+        if stack.arch.qkv:
+            fused = stack.part(layer_index, "qkv")  # Conv1D: weight (in, 3 * n_heads * d)
+            width = n_heads * d
+            for block in range(3):
+                cols = slice(block * width + head * d, block * width + (head + 1) * d)
+                draw = draw_weights((d, fused.weight.shape[0]), std, generator, scheme)
+                fused.weight[:, cols].copy_(draw.T)
+                if fused.bias is not None and scheme == "bert":
+                    fused.bias[cols].zero_()
+            draw = draw_weights((output.weight.shape[1], d), std, generator, scheme)
+            output.weight[rows, :].copy_(draw.T)  # Conv1D: the head's input rows
+            continue
+        roles = ("query",) if grouped else ("query", "key", "value")
+        for role in roles:
+            proj = stack.part(layer_index, role)
             proj.weight[rows].copy_(draw_weights((d, proj.in_features), std, generator, scheme))
             if proj.bias is not None and scheme == "bert":
                 proj.bias[rows].zero_()

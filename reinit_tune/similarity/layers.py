@@ -24,15 +24,21 @@ import torch
 from torch import nn
 
 from reinit_tune.errors import InputError
+from reinit_tune.model.stacks import locate
 from reinit_tune.model.surgery import layer_stack
 from reinit_tune.similarity import measures as sim
 from reinit_tune.store import WEIGHT_PROJECTIONS
 
-# Parameter names of the six projections inside a BERT (and RoBERTa, ELECTRA) layer.
-PROJECTION_WEIGHTS = dict(zip(WEIGHT_PROJECTIONS, (
-    "attention.self.query.weight", "attention.self.key.weight", "attention.self.value.weight",
-    "attention.output.dense.weight", "intermediate.dense.weight", "output.dense.weight",
-), strict=True))
+
+def projection_weights(model: nn.Module) -> dict[str, str]:
+    """Short name (``store.WEIGHT_PROJECTIONS``) → parameter name inside one block of
+    ``model``'s architecture; a projection the architecture does not have separately (GPT-2's
+    fused query/key/value) is left out, and its distance columns stay null."""
+    arch = locate(model).arch
+    paths = (arch.query, arch.key, arch.value, arch.output,
+             arch.mlp_in[0] if arch.mlp_in else None, arch.mlp_out)
+    return {short: f"{path}.weight" for short, path in zip(WEIGHT_PROJECTIONS, paths,
+                                                           strict=True) if path}
 BATCH_SIZE = 32  # attention maps of every layer are held per batch: keep batches modest
 
 
@@ -128,7 +134,8 @@ def compare_models(
             notes.append(f"svcca: {e}")
         if layer >= 1:
             row["attention_js"] = float(js_sum[layer - 1]) / examples
-            row.update(_projection_distances(layers_a[layer - 1], layers_b[layer - 1]))
+            row.update(_projection_distances(layers_a[layer - 1], layers_b[layer - 1],
+                                             projection_weights(a)))
             if layer_replacement:
                 try:
                     row["replaced_svcca"] = sim.svcca_from_moments(replaced[layer - 1]).distance
@@ -139,10 +146,11 @@ def compare_models(
     return rows
 
 
-def _projection_distances(layer_a: nn.Module, layer_b: nn.Module) -> dict[str, float]:
+def _projection_distances(layer_a: nn.Module, layer_b: nn.Module,
+                          weights: dict[str, str]) -> dict[str, float]:
     params_a = dict(layer_a.named_parameters())
     params_b = dict(layer_b.named_parameters())
-    wanted = {path: short for short, path in PROJECTION_WEIGHTS.items() if path in params_a}
+    wanted = {path: short for short, path in weights.items() if path in params_a}
     distances = sim.weight_distances({p: params_a[p] for p in wanted}, params_b)
     out = {}
     for path, short in wanted.items():
@@ -156,9 +164,9 @@ def pretrained_distances(model: nn.Module, pretrained: nn.Module) -> dict[int, f
     the ``output.dense`` weights of ``model`` minus those of the ``pretrained`` checkpoint at
     the same position, whatever surgery the model started from."""
     distances = {}
+    name = projection_weights(model)["output"]
     for i, (a, b) in enumerate(zip(layer_stack(encoder(model)), layer_stack(encoder(pretrained)),
                                    strict=True)):
-        name = PROJECTION_WEIGHTS["output"]
         found = sim.weight_distances({name: dict(a.named_parameters())[name]},
                                      dict(b.named_parameters()))
         distances[i + 1] = found[name]["spectral"]

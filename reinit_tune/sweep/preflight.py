@@ -9,6 +9,7 @@ change; all of them are reported together in one ``InputError``, and nothing sta
 
 from __future__ import annotations
 
+import logging
 import math
 import socket
 import tempfile
@@ -23,16 +24,17 @@ import pyarrow.parquet as pq
 from reinit_tune import data, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
-from reinit_tune.model import files
+from reinit_tune.model import files, stacks
 from reinit_tune.model.shape import ModelShape, resolve_model
+from reinit_tune.sweep import loggers
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.tasks import get_task
+
+log = logging.getLogger("reinit_tune")
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json")
-# Encoders whose layers sit at ``base_model.encoder.layer`` (reinit_tune.model.surgery).
-MODEL_TYPES = ("bert", "roberta", "xlm-roberta", "electra")
 
 
 def check_placement(options: RunOptions) -> list[str]:
@@ -50,6 +52,7 @@ def check_placement(options: RunOptions) -> list[str]:
                             f"(use {math.floor(value)} or {math.ceil(value)})")
     if isinstance(max_failures, bool) or not isinstance(max_failures, int) or max_failures < 0:
         problems.append(f"--max-failures must be an integer >= 0, got {max_failures!r}")
+    problems += loggers.check(options.loggers)
     if options.evaluate not in ("final", "every-epoch"):
         problems.append(f"--eval {options.evaluate!r}; allowed: final, every-epoch")
     if options.log_every < 0:
@@ -108,10 +111,10 @@ def check_model(model: str) -> list[str]:
         config = files.read_config(folder)
     except InputError as e:
         return [str(e)]
-    model_type = config.get("model_type")
-    if model_type is not None and model_type not in MODEL_TYPES:
-        problems.append(f"model: {model} is a {model_type!r} model; reinit-tune supports "
-                        f"BERT-family encoders ({', '.join(MODEL_TYPES)}); pass one of those")
+    try:
+        arch = stacks.architecture(config.get("model_type"))
+    except InputError as e:
+        return [f"{e} ({folder / 'config.json'})"]
     problems += files.check_config(config, folder / "config.json")
     if not any((folder / f).is_file() for f in WEIGHT_FILES):
         problems.append(f"model: {folder} has no weights ({' or '.join(WEIGHT_FILES[::2])}); "
@@ -123,6 +126,15 @@ def check_model(model: str) -> list[str]:
                         "save the tokenizer there with tokenizer.save_pretrained")
     elif not problems:
         problems += check_tokenizer(model, folder, config)
+    if not problems:
+        heads = config.get("num_attention_heads", config.get("n_heads", config.get("n_head")))
+        kv = config.get(arch.kv_heads) if arch.kv_heads else None
+        log.info("model %s: %s, %s layers, %s attention heads%s; layer, head, permutation and "
+                 "probing surgery supported%s", model, arch.family,
+                 config.get("num_hidden_layers", config.get("n_layers", config.get("n_layer"))),
+                 heads, f" ({kv} key/value heads)" if kv and kv != heads else "",
+                 "; reinit_heads names query heads, their shared key/value heads are kept"
+                 if kv and kv != heads else "")
     return problems
 
 

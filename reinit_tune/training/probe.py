@@ -26,7 +26,8 @@ from torch import nn
 from reinit_tune import metrics
 from reinit_tune.data import Encoded
 from reinit_tune.hardware import eval_batch_size
-from reinit_tune.model.surgery import classifier_head, layer_stack
+from reinit_tune.model.stacks import locate
+from reinit_tune.model.surgery import classifier_head
 from reinit_tune.tasks import get_task
 from reinit_tune.training.loop import (
     EpochResult,
@@ -42,15 +43,15 @@ from reinit_tune.training.loop import (
 def truncated(model: nn.Module, k: int) -> Iterator[nn.Module]:
     """The base model with only its first ``k`` layers, so layers above k are not computed;
     the full layer list is put back on exit."""
-    layers = layer_stack(model)
+    stack = locate(model)
+    layers = stack.layers
     if not 0 <= k <= len(layers):
         raise IndexError(f"probe layer {k} out of range 0..{len(layers)}")
-    encoder = model.base_model.encoder
-    encoder.layer = nn.ModuleList(list(layers)[:k])
+    stack.set_layers(model, nn.ModuleList(list(layers)[:k]))
     try:
         yield model.base_model
     finally:
-        encoder.layer = layers
+        stack.set_layers(model, layers)
 
 
 @torch.no_grad()  # not inference_mode: the probe's backward pass saves these features

@@ -171,10 +171,12 @@ CASES = [
      "holds no config.json", "grid"),
     ("model folder without config", lambda t, m, g: {"--model": [model_folder(
         t, m, drop=["config.json"])]}, "holds no config.json", "grid"),
-    ("model not BERT-family", lambda t, m, g: {"--model": [model_folder(
-        t, m, config={"model_type": "gpt2"})]}, "supports BERT-family encoders", "grid"),
+    ("model of an unsupported architecture", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"model_type": "t5"})]}, "architecture 't5' is not supported", "grid"),
+    ("ALBERT (one set of weights for all layers)", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"model_type": "albert"})]}, "shares one set of weights", "grid"),
     ("model config without layers", lambda t, m, g: {"--model": [model_folder(
-        t, m, config={"num_hidden_layers": None})]}, "not a BERT-family encoder", "grid"),
+        t, m, config={"num_hidden_layers": None})]}, "config has no 'num_hidden_layers'", "grid"),
     ("model without weights", lambda t, m, g: {"--model": [model_folder(
         t, m, drop=["model.safetensors"])]}, "has no weights", "grid"),
     ("model without tokenizer", lambda t, m, g: {"--model": [model_folder(
@@ -372,8 +374,8 @@ CASES = [
         t, m, broken_index)]}, "is not a valid weight index", "grid"),
     ("tokenizer.json corrupted", lambda t, m, g: {"--model": [model_files(
         t, m, write("tokenizer.json", b"{broken"))]}, "does not load or run", "grid"),
-    ("model type not an encoder", lambda t, m, g: {"--model": [model_folder(
-        t, m, config={"model_type": "llama"})]}, "is a 'llama' model", "grid"),
+    ("model without a model_type", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"model_type": None})]}, "architecture None is not supported", "grid"),
     ("hub model neither cached nor reachable", lambda t, m, g: {"--model": [
         "bert-base-uncased"], "--max-seq-length": ["64"]},
      "bert-base-uncased is not in the Hugging Face cache", "grid"),
