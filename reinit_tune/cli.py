@@ -259,6 +259,9 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
                                       use_gpu=args.gpus_per_trial > 0,
                                       every_epoch=args.evaluate == "every-epoch"))
             return 0
+        from reinit_tune.sweep import cluster
+
+        cluster.secure_local_ray()  # before the runner imports Ray
         from reinit_tune.sweep import runner
 
         if plan.todo:

@@ -13,10 +13,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-import ray
 import yaml
 
 from reinit_tune.errors import InputError
@@ -33,12 +34,33 @@ NodeResources = dict[str, float]
 
 
 def address_file() -> Path:
-    """Where ``ray start`` records the cluster that a bare ``ray.init()`` joins."""
+    """Where ``ray start`` records the cluster that a bare ``ray.init()`` joins: Ray 2.60's
+    ``get_ray_address_file``, computed here without importing Ray (see ``secure_local_ray``)."""
+    if "RAY_TMPDIR" in os.environ:
+        root = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        root = os.environ["TMPDIR"]
+    elif sys.platform.startswith(("linux", "darwin")):
+        root = "/tmp"
+    else:
+        root = tempfile.gettempdir()
+    return Path(root) / "ray" / "ray_current_cluster"
+
+
+def secure_local_ray() -> None:
+    """Turn on Ray's token authentication when this process is about to start its own local
+    Ray instance: Ray 2.60's GCS, raylet and workers listen on every network interface
+    whatever address they are given, so a token is what keeps other machines out. Ray reads
+    ``RAY_AUTH_MODE`` once, when first imported: call this before anything imports Ray (the
+    command line does); later it changes nothing and ``connect_ray`` warns instead."""
+    if "ray" in sys.modules:
+        return
     try:
-        from ray._common.utils import get_ray_address_file
-    except ImportError:  # pragma: no cover - moved in another Ray version
-        from ray._private.utils import get_ray_address_file
-    return Path(get_ray_address_file(None))
+        address, _ = choose_address()
+    except InputError:
+        return  # reported by connect_ray
+    if address == "local":
+        os.environ[AUTH_ENV] = "token"
 
 
 def answers(address: str, timeout_s: float = 3.0) -> bool:
@@ -86,15 +108,17 @@ def choose_address(environ: dict[str, str] | None = None,
 
 def connect_ray() -> None:
     """Join or start Ray (see module docstring) and say which, and where the dashboard is."""
+    import ray
+
     if ray.is_initialized():
         return
     address, why = choose_address()
     (log.warning if "does not answer" in why else log.info)(why)
-    if address == "local":
-        # Ray 2.60's servers listen on every interface, whatever address it is given; token
-        # authentication keeps other machines out of a local instance even where the
-        # environment disables it for a shared cluster (RAY_AUTH_MODE=disabled).
-        os.environ[AUTH_ENV] = "token"
+    if address == "local" and os.environ.get(AUTH_ENV, "disabled") == "disabled":
+        log.warning("this local Ray instance runs without token authentication and Ray "
+                    "listens on every network interface: anyone who can reach this machine "
+                    "can submit work to it. Run sweeps through the reinit-tune command (it "
+                    "turns tokens on), or set %s=token before Python imports Ray", AUTH_ENV)
     context = ray.init(address=address, log_to_driver=True, configure_logging=True,
                        logging_level="warning")
     signals.forward_sigterm()  # ray.init replaced our SIGTERM handler with sys.exit
@@ -110,6 +134,7 @@ def autoscaler_node_types(bootstrap_config: str | os.PathLike = BOOTSTRAP_CONFIG
                           ) -> dict[str, NodeResources | None] | None:
     """Resources of each node type the autoscaler may start (None: not an autoscaling
     cluster). A type whose resources the config leaves to auto-detection maps to None."""
+    import ray
     try:  # what the autoscaler reports to the GCS (autoscaler v2, KubeRay)
         reported = ray._private.state.state.get_cluster_config()
     except Exception:  # noqa: BLE001 - older or newer Ray without it: use the file
@@ -132,6 +157,8 @@ def autoscaler_node_types(bootstrap_config: str | os.PathLike = BOOTSTRAP_CONFIG
 
 def inventory() -> tuple[list[NodeResources], dict[str, NodeResources | None] | None]:
     """Total resources of each live node, and the autoscaler's node types (or None)."""
+    import ray
+
     alive = [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
     return alive, autoscaler_node_types()
 

@@ -25,6 +25,7 @@ from reinit_tune import families, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.families import Grid
+from reinit_tune.hardware import resolve_precision
 from reinit_tune.sweep import cluster, trial
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.runner import run_sweep
@@ -159,7 +160,8 @@ def test_interrupted_and_killed_driver_then_rerun_finishes_the_sweep(
             "--cpus-per-trial", "1"]
     configs = families.get("progressive").configs(
         Grid(tiny_bert, tasks=("rte",), sizes=(48,), seeds=2, epochs=2, lr=1e-4,
-             length_grouped=True), k=[0, 4])  # length grouping: the CLI default
+             length_grouped=True,  # the CLI defaults: length grouping, precision auto
+             precision=resolve_precision("auto", on_gpu=False)[0]), k=[0, 4])
     started: list[subprocess.Popen] = []
     try:
         # 1. SIGTERM (what `timeout` and schedulers send) once some trials are stored: the

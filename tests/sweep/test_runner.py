@@ -17,7 +17,8 @@ from reinit_tune import TrialConfig, families, store
 from reinit_tune.families import Grid
 from reinit_tune.families.permutations import permutation
 from reinit_tune.sweep.options import RunOptions
-from reinit_tune.sweep.runner import run_sweep
+from reinit_tune.sweep.plan import make_plan
+from reinit_tune.sweep.runner import launch, run_sweep
 from reinit_tune.training import sequential
 from tests.helpers import REPO, cli
 
@@ -74,11 +75,14 @@ def test_a_failing_trial_leaves_an_error_row_and_the_sweep_goes_on(
         ray_local, tiny_bert, glue_dir, tmp_path):
     broken = tmp_path / "broken-bert"
     shutil.copytree(tiny_bert, broken)
-    (broken / "model.safetensors").write_bytes(b"not a checkpoint")
     configs = [*progressive(str(broken), 8, 1, [4]), *progressive(tiny_bert, 8, 1, [4])]
-    summary = run_sweep(configs, RunOptions(results_dir=tmp_path / "results",
-                                            data_dir=str(glue_dir), max_failures=0))
-    assert (summary.ok, summary.failed) == (1, 1)
+    plan = make_plan(configs, RunOptions(results_dir=tmp_path / "results",
+                                         data_dir=str(glue_dir), max_failures=0))
+    # Broken after pre-flight passed it (pre-flight would refuse it: test_preflight.py)
+    (broken / "model.safetensors").write_bytes(b"not a checkpoint")
+    summary = launch(plan)
+    assert (summary.ok, summary.failed, summary.retries) == (1, 1, 0)
+    assert summary.stopped is None  # one failure is no pattern
     trials = store.load_trials(tmp_path / "results").set_index("model")
     assert trials.loc[str(broken), "status"] == "error"
     assert trials.loc[str(broken), "error"]  # the exception text, for the researcher
