@@ -23,6 +23,15 @@ def _group_key(config_json: str) -> str:
     return json.dumps(config, sort_keys=True)
 
 
+def _size(row) -> str:
+    """The configured train size of a stored row, as text: its fraction, count or "full"."""
+    for column in ("train_fraction", "train_size"):
+        value = row.get(column)
+        if value is not None and not pd.isna(value):
+            return f"{value:g}" if isinstance(value, float) else str(value)
+    return "full"
+
+
 def degenerate_groups(trials: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration (seeds pooled) whose ok runs all score the majority-class
     rate, or (two runs or more) all score the same: experiment, task, train_size, model,
@@ -44,7 +53,7 @@ def degenerate_groups(trials: pd.DataFrame) -> pd.DataFrame:
             why = "zero variance"
         if why:
             rows.append({"experiment": first["experiment"], "task": first["task"],
-                         "train_size": first["train_size"], "model": first["model"],
+                         "train_size": _size(first), "model": first["model"],
                          "runs": len(scores), "score": float(scores[0]),
                          "majority_score": float(majority.iloc[0]) if len(majority) else None,
                          "why": why})
@@ -55,12 +64,13 @@ def warnings(trials: pd.DataFrame) -> list[str]:
     """Degenerate groups in words, one line per (experiment, task, train size)."""
     groups = degenerate_groups(trials)
     lines = []
+    sizes = pd.Series([_size(r) for r in trials.to_dict("records")], index=trials.index,
+                      dtype=object)
     for (experiment, task, size, why), sub in groups.groupby(
-            ["experiment", "task", groups["train_size"].astype(str), "why"], sort=True):
+            ["experiment", "task", "train_size", "why"], sort=True):
         total = sum(1 for key in {_group_key(c) for c in trials.loc[
             (trials["experiment"] == experiment) & (trials["task"] == task)
-            & (trials["train_size"].astype(str) == size) & (trials["status"] == "ok"),
-            "config_json"]})
+            & (sizes == size) & (trials["status"] == "ok"), "config_json"]})
         runs = int(sub["runs"].sum())
         if why == "majority":
             lines.append(

@@ -63,9 +63,20 @@ _ANNOTATION_TYPES: dict[str, pa.DataType] = {
     "tuple[tuple[int, int], ...]": pa.list_(pa.list_(pa.int64())),
 }
 
-CONFIG_FIELDS: tuple[pa.Field, ...] = tuple(
-    pa.field(f.name, _ANNOTATION_TYPES[str(f.type)]) for f in dataclasses.fields(TrialConfig)
-)
+# ``train_size`` is a count (int64); a fraction of the split goes to ``train_fraction`` and
+# "the full split" leaves both null. ``config_json`` keeps the value exactly as configured.
+def _config_fields() -> tuple[pa.Field, ...]:
+    fields = []
+    for f in dataclasses.fields(TrialConfig):
+        if f.name == "train_size":
+            fields += [pa.field("train_size", pa.int64()),
+                       pa.field("train_fraction", pa.float64())]
+        else:
+            fields.append(pa.field(f.name, _ANNOTATION_TYPES[str(f.type)]))
+    return tuple(fields)
+
+
+CONFIG_FIELDS = _config_fields()
 
 _METRIC_FIELDS = tuple(pa.field(f"eval_{m}", pa.float64()) for m in ALL_METRICS)
 
@@ -187,9 +198,12 @@ PAIR_SCHEMA = pa.schema(
 
 def config_columns(config: TrialConfig, num_layers: int) -> dict[str, Any]:
     """The row fields that describe a trial's configuration on a model of ``num_layers``."""
+    size = config.train_size
     return {
         "trial_id": config.trial_id,
         **config.to_dict(),
+        "train_size": size if isinstance(size, int) else None,
+        "train_fraction": size if isinstance(size, float) else None,
         "config_json": json.dumps(config.to_dict(), sort_keys=True),
         "num_layers": num_layers,
         "num_pretrained_layers": config.pretrained_layers(num_layers),
@@ -310,11 +324,37 @@ def _read(folder: Path, schema: pa.Schema) -> pd.DataFrame:
     return table.to_pandas()
 
 
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A table written by an older version in ``schema``: missing columns as nulls, and a
+    float ``train_size`` (counts and fractions in one column, before 0.3) split into the
+    count and ``train_fraction``."""
+    columns = {}
+    if "train_size" in schema.names and "train_size" in table.column_names and \
+            pa.types.is_floating(table.schema.field("train_size").type):
+        sizes = table["train_size"].to_pylist()
+        columns["train_size"] = pa.array([None if v is None or v != v or v < 1 else int(v)
+                                          for v in sizes], pa.int64())
+        columns["train_fraction"] = pa.array([v if v is not None and 0 < v < 1 else None
+                                              for v in sizes], pa.float64())
+    arrays = []
+    for field in schema:
+        if field.name in columns:
+            arrays.append(columns[field.name])
+        elif field.name in table.column_names:
+            arrays.append(table[field.name].cast(field.type))
+        else:
+            arrays.append(pa.nulls(len(table), field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 def _read_one(path: Path, schema: pa.Schema) -> pa.Table | None:
     """One store file, or None (with a warning naming it) when it cannot be read: one damaged
     file must not hide every other result."""
     try:
-        return ds.dataset(str(path), schema=schema, format="parquet").to_table()
+        try:
+            return ds.dataset(str(path), schema=schema, format="parquet").to_table()
+        except pa.ArrowInvalid:  # written by an older version: convert what it holds
+            return _conform(pq.read_table(path), schema)
     except (OSError, pa.ArrowException) as e:
         log.warning("skipping unreadable results file %s (%s: %s); delete or restore it",
                     path, type(e).__name__, str(e).splitlines()[0][:200])

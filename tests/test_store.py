@@ -157,3 +157,36 @@ def test_a_trial_row_that_cannot_be_written_leaves_no_epoch_rows(tmp_path, monke
     else:
         raise AssertionError("the write should have failed")
     assert store.load_epochs(tmp_path).empty and store.load_trials(tmp_path).empty
+
+
+def test_train_size_is_a_count_and_a_fraction_has_its_own_column(tmp_path):
+    count = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, seed=0)
+    share = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=0.1, seed=0)
+    full = TrialConfig(EMBEDDED_MODEL, "sst2", seed=0)
+    for config in (count, share, full):
+        write(tmp_path, config)
+    df = store.load_trials(tmp_path).set_index("trial_id")
+    assert df.loc[count.trial_id, "train_size"] == 500
+    assert pd.isna(df.loc[count.trial_id, "train_fraction"])
+    assert pd.isna(df.loc[share.trial_id, "train_size"])
+    assert df.loc[share.trial_id, "train_fraction"] == 0.1
+    assert pd.isna(df.loc[full.trial_id, "train_size"])
+    assert pd.isna(df.loc[full.trial_id, "train_fraction"])
+    schema = pq.read_schema(tmp_path / "trials" / f"{count.trial_id}.parquet")
+    assert str(schema.field("train_size").type) == "int64"
+
+
+def test_rows_of_the_float_train_size_era_are_split_on_reading(tmp_path):
+    """Before train_fraction existed, counts and fractions shared a float column."""
+    import pyarrow as pa
+
+    for config in (TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, seed=0),
+                   TrialConfig(EMBEDDED_MODEL, "sst2", train_size=0.1, seed=1)):
+        path = write(tmp_path, config)
+        table = pq.read_table(path).drop_columns(["train_size", "train_fraction"])
+        old = table.append_column("train_size", pa.array([float(config.train_size)]))
+        pq.write_table(old, path)
+    df = store.load_trials(tmp_path).sort_values("seed")
+    assert list(df["train_size"].fillna(-1)) == [500, -1]
+    assert list(df["train_fraction"].fillna(-1)) == [-1, 0.1]
+    assert store.finished_ids(tmp_path) == set(df["trial_id"])

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune import store
-from reinit_tune.analysis.stats import size_label
+from reinit_tune.analysis.stats import size_labels
 
 # column -> value meaning "this trial does not use the feature"
 NEUTRAL = {
@@ -52,7 +52,7 @@ def normalize(trials: pd.DataFrame) -> pd.DataFrame:
     df["reinit_heads"] = [v or () for v in df["reinit_heads"]]
     df["reinit_lr_multiplier"] = df["reinit_lr_multiplier"].fillna(1.0).astype(float)
     df["preserve_layernorm"] = df["preserve_layernorm"].fillna(False).astype(bool)
-    df["size"] = df["train_size"].map(size_label)
+    df["size"] = size_labels(df)
     return df
 
 

@@ -27,7 +27,7 @@ from reinit_tune.analysis.plotting import (
     save,
     style,
 )
-from reinit_tune.analysis.stats import size_label, summarize
+from reinit_tune.analysis.stats import size_labels, summarize
 from reinit_tune.errors import NoResultsError
 
 SCATTER_MIN_SEEDS = 10  # scatter individual seeds when a point averages at least this many
@@ -53,7 +53,7 @@ def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=COLUMNS)
     df = df.copy()
-    df["size"] = df["train_size"].map(size_label)
+    df["size"] = size_labels(df)
     df["k"] = df[k_column].astype(int)
     table = summarize(df, ["task", "metric", "size", "k"])
     examples = df.groupby(["task", "size"])["train_examples"].median().rename("train_examples")
@@ -115,7 +115,7 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
                         marker="o", ms=4, capsize=3,
                         label=f"{size} examples ({n_label(line['n'])}/pt)")
             if line["n"].max() >= SCATTER_MIN_SEEDS:
-                pts = ok[(ok["task"] == task) & (ok["train_size"].map(size_label) == size)]
+                pts = ok[(ok["task"] == task) & (size_labels(ok) == size)]
                 jitter = np.random.default_rng(0).uniform(-0.12, 0.12, len(pts))
                 ax.scatter(pts["num_pretrained_layers"] + jitter, pts["score"], s=6,
                            color=colors[size], alpha=0.35, linewidths=0)
@@ -201,7 +201,7 @@ def small_data_rows(trials: pd.DataFrame) -> pd.DataFrame:
         source = "progressive (<= 500 examples)"
     rows = frames.by_model(rows).copy()
     rows["source"] = source
-    rows["size"] = rows["train_size"].map(size_label)
+    rows["size"] = size_labels(rows)
     rows["k"] = rows["num_pretrained_layers"].astype(int)
     return rows.reset_index(drop=True)
 

@@ -216,5 +216,5 @@ def test_groups_at_the_majority_rate_or_without_variance_are_flagged(synth):
         ("cola", "zero variance"), ("sst2", "majority"), ("sst2", "majority")]
     lines = sanity.warnings(trials)
     assert len(lines) == 2
-    assert any("sst2 (train size 200.0): 2 of 2 configurations (4 runs) score exactly the dev "
+    assert any("sst2 (train size 200): 2 of 2 configurations (4 runs) score exactly the dev "
                "majority-class rate 0.5092" in line for line in lines), lines
