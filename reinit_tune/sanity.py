@@ -14,6 +14,8 @@ import json
 import numpy as np
 import pandas as pd
 
+from reinit_tune import store
+
 TOLERANCE = 1e-9
 
 
@@ -25,11 +27,8 @@ def _group_key(config_json: str) -> str:
 
 def _size(row) -> str:
     """The configured train size of a stored row, as text: its fraction, count or "full"."""
-    for column in ("train_fraction", "train_size"):
-        value = row.get(column)
-        if value is not None and not pd.isna(value):
-            return f"{value:g}" if isinstance(value, float) else str(value)
-    return "full"
+    size = store.stored_size(row)
+    return "full" if size is None else f"{size:g}"
 
 
 def degenerate_groups(trials: pd.DataFrame) -> pd.DataFrame:

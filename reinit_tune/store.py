@@ -26,6 +26,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -57,7 +58,6 @@ _ANNOTATION_TYPES: dict[str, pa.DataType] = {
     "int | None": pa.int64(),
     "float": pa.float64(),
     "bool": pa.bool_(),
-    "int | float | None": pa.float64(),
     "tuple[int, ...]": pa.list_(pa.int64()),
     "tuple[int, ...] | None": pa.list_(pa.int64()),
     "tuple[tuple[int, int], ...]": pa.list_(pa.list_(pa.int64())),
@@ -194,6 +194,17 @@ PAIR_SCHEMA = pa.schema(
                                                          "w_output_spectral_pretrained")),
     ]
 )
+
+
+def stored_size(row) -> float | None:
+    """A stored trial's train size as configured: its ``train_fraction`` (a share of the
+    split), else its ``train_size`` (a count), else None (the full split). Rows written
+    before the fraction had its own column keep both in ``train_size``."""
+    fraction = row.get("train_fraction")
+    if fraction is not None and not (isinstance(fraction, float) and math.isnan(fraction)):
+        return float(fraction)
+    size = row.get("train_size")
+    return None if size is None or (isinstance(size, float) and math.isnan(size)) else size
 
 
 def config_columns(config: TrialConfig, num_layers: int) -> dict[str, Any]:
@@ -466,11 +477,22 @@ def load_steps(results_dir: str | os.PathLike) -> pd.DataFrame:
     return _read(Path(results_dir) / STEPS, STEP_SCHEMA)
 
 
+def _write_keyed(results_dir: str | os.PathLike, table: str, key: str, value: str,
+                 rows: list[dict], schema: pa.Schema) -> Path:
+    """Rows of one trial (or pair) into ``table/<value>.parquet``, each tagged ``key=value``."""
+    path = Path(results_dir) / table / f"{value}.parquet"
+    _write_atomic(_table([{**r, key: value} for r in rows], schema), path)
+    return path
+
+
+def _stored_ids(results_dir: str | os.PathLike, table: str) -> set[str]:
+    folder = Path(results_dir) / table
+    return {p.stem for p in folder.glob("*.parquet")} if folder.is_dir() else set()
+
+
 def write_pairs(results_dir: str | os.PathLike, pair_id: str, rows: list[dict]) -> Path:
     """Store the per-layer comparison of two trials' models."""
-    path = Path(results_dir) / PAIRS / f"{pair_id}.parquet"
-    _write_atomic(_table([{**r, "pair_id": pair_id} for r in rows], PAIR_SCHEMA), path)
-    return path
+    return _write_keyed(results_dir, PAIRS, "pair_id", pair_id, rows, PAIR_SCHEMA)
 
 
 def load_pairs(results_dir: str | os.PathLike) -> pd.DataFrame:
@@ -479,15 +501,12 @@ def load_pairs(results_dir: str | os.PathLike) -> pd.DataFrame:
 
 
 def pair_ids(results_dir: str | os.PathLike) -> set[str]:
-    folder = Path(results_dir) / PAIRS
-    return {p.stem for p in folder.glob("*.parquet")} if folder.is_dir() else set()
+    return _stored_ids(results_dir, PAIRS)
 
 
 def write_similarity(results_dir: str | os.PathLike, trial_id: str, rows: list[dict]) -> Path:
     """Store a trial's per-layer similarity rows (written before its trial row)."""
-    path = Path(results_dir) / SIMILARITY / f"{trial_id}.parquet"
-    _write_atomic(_table([{**r, "trial_id": trial_id} for r in rows], SIMILARITY_SCHEMA), path)
-    return path
+    return _write_keyed(results_dir, SIMILARITY, "trial_id", trial_id, rows, SIMILARITY_SCHEMA)
 
 
 def load_similarity(results_dir: str | os.PathLike) -> pd.DataFrame:
@@ -496,5 +515,4 @@ def load_similarity(results_dir: str | os.PathLike) -> pd.DataFrame:
 
 
 def similarity_ids(results_dir: str | os.PathLike) -> set[str]:
-    folder = Path(results_dir) / SIMILARITY
-    return {p.stem for p in folder.glob("*.parquet")} if folder.is_dir() else set()
+    return _stored_ids(results_dir, SIMILARITY)

@@ -10,7 +10,8 @@ import math
 
 import pandas as pd
 
-from reinit_tune.analysis.stats import size_label, stored_size
+from reinit_tune import store
+from reinit_tune.analysis.stats import size_label
 
 # Shown first: what identifies a trial in the papers' terms, then what it cost.
 COLUMNS = [
@@ -145,7 +146,7 @@ def trial_table(trials: pd.DataFrame, epochs: pd.DataFrame) -> str:
               for tid, group in epochs.sort_values("epoch").groupby("trial_id")}
     rows = []
     for row in trials.to_dict("records"):
-        row["size"] = size_label(stored_size(row))
+        row["size"] = size_label(store.stored_size(row))
         row["k"] = row.get("num_pretrained_layers")
         row["surgery"] = surgery(row)
         cells = []

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from reinit_tune import store
+
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
     """Mean and the two ends of its t-distribution confidence interval.
@@ -42,20 +44,9 @@ def summarize(df: pd.DataFrame, by: list[str], value: str = "score") -> pd.DataF
     return pd.DataFrame(rows, columns=[*by, "n", "mean", "std", "ci_low", "ci_high"])
 
 
-def stored_size(row) -> float | None:
-    """A stored trial's train size as configured: its ``train_fraction`` (a share of the
-    split), else its ``train_size`` (a count), else None (the full split). Rows written
-    before the fraction had its own column keep both in ``train_size``."""
-    fraction = row.get("train_fraction")
-    if fraction is not None and not (isinstance(fraction, float) and np.isnan(fraction)):
-        return float(fraction)
-    size = row.get("train_size")
-    return None if size is None or (isinstance(size, float) and np.isnan(size)) else size
-
-
 def size_labels(df: pd.DataFrame) -> pd.Series:
     """``size_label`` of every stored row of ``df``."""
-    return pd.Series([size_label(stored_size(r)) for r in df.to_dict("records")],
+    return pd.Series([size_label(store.stored_size(r)) for r in df.to_dict("records")],
                      index=df.index, dtype=object)
 
 

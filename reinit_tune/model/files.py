@@ -108,18 +108,17 @@ def weight_shapes(folder: Path) -> dict[str, list[int]] | None:
                                  "model again, or copy every shard of the checkpoint there")
             shapes.update(safetensors_shapes(folder / shard))
         return shapes
-    for name in ("pytorch_model.bin",):
-        path = folder / name
-        if path.is_file():
-            import torch
+    path = folder / "pytorch_model.bin"
+    if not path.is_file():
+        return None
+    import torch
 
-            try:
-                state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-            except Exception as e:  # noqa: BLE001 - any failure means the file is unusable
-                raise InputError(f"model: {path} cannot be read ({type(e).__name__}: {e}); "
-                                 "save the model again") from None
-            return {k: list(v.shape) for k, v in state.items()}
-    return None
+    try:
+        state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - any failure means the file is unusable
+        raise InputError(f"model: {path} cannot be read ({type(e).__name__}: {e}); "
+                         "save the model again") from None
+    return {k: list(v.shape) for k, v in state.items()}
 
 
 def layer_indices(names: list[str] | dict) -> set[int]:

@@ -39,10 +39,6 @@ class Architecture:
     kv_heads: str | None = None  # grouped-query attention: the key/value head count field
     segments: bool = True  # takes token_type_ids
 
-    @property
-    def is_decoder(self) -> bool:
-        return self.family in ("gpt2", "llama")
-
 
 _BERT = Architecture(
     "bert", "encoder.layer", "attention.self.query", "attention.self.key",
@@ -116,7 +112,6 @@ class Stack:
     num_heads: int
     num_kv_heads: int
     head_size: int
-    initializer_range: float
 
     def part(self, block: int, role: str) -> nn.Module:
         """The module playing ``role`` ("query", "key", "value", "qkv", "output", "mlp_out")
@@ -149,5 +144,4 @@ def locate(model: nn.Module) -> Stack:
     hidden = int(config.hidden_size)  # GPT-2's n_embd and DistilBERT's dim are aliased to it
     kv = int(getattr(config, arch.kv_heads, None) or heads) if arch.kv_heads else heads
     head_size = int(getattr(config, "head_dim", None) or hidden // heads)
-    return Stack(arch, layers, heads, kv, head_size,
-                 float(getattr(config, "initializer_range", 0.02)))
+    return Stack(arch, layers, heads, kv, head_size)

@@ -127,12 +127,12 @@ def check_model(model: str) -> list[str]:
     elif not problems:
         problems += check_tokenizer(model, folder, config)
     if not problems:
-        heads = config.get("num_attention_heads", config.get("n_heads", config.get("n_head")))
+        heads = config.get("num_attention_heads")  # read_config maps GPT-2's/DistilBERT's names
         kv = config.get(arch.kv_heads) if arch.kv_heads else None
         log.info("model %s: %s, %s layers, %s attention heads%s; layer, head, permutation and "
                  "probing surgery supported%s", model, arch.family,
-                 config.get("num_hidden_layers", config.get("n_layers", config.get("n_layer"))),
-                 heads, f" ({kv} key/value heads)" if kv and kv != heads else "",
+                 config.get("num_hidden_layers"), heads,
+                 f" ({kv} key/value heads)" if kv and kv != heads else "",
                  "; reinit_heads names query heads, their shared key/value heads are kept"
                  if kv and kv != heads else "")
     return problems

@@ -82,7 +82,6 @@ class Progress:
         self.out = out
         self.started: dict[str, float] = {}
         self.finished: set[str] = set()
-        self.done = 0
         self.measured_s = 0.0  # summed trial wall times of finished trials ...
         self.estimated_s = 0.0  # ... and the cost model's estimate of the same trials
         self.slots = 1
@@ -105,7 +104,6 @@ class Progress:
         began = self.started.pop(trial_id, None)
         seconds = time.monotonic() - began if began is not None else 0.0
         self.finished.add(trial_id)
-        self.done += 1
         if trial_id in self.estimates and began is not None:
             self.measured_s += seconds
             self.estimated_s += self.estimates[trial_id]
@@ -124,6 +122,10 @@ class Progress:
             return None
         correction = self.measured_s / self.estimated_s if self.estimated_s else 1.0
         return correction * sum(self.estimates.get(t, 0.0) for t in remaining) / self.slots
+
+    @property
+    def done(self) -> int:
+        return len(self.finished)
 
     def header(self) -> str:
         total = len(self.configs)

@@ -47,7 +47,6 @@ class SweepSummary:
     skipped: int = 0
     ok: int = 0
     reused: int = 0  # copied from a stored run of the same config under another family
-    failed: int = 0
     retries: int = 0
     wall_time_s: float = 0.0
     examples_per_s: list[float] = field(default_factory=list)
@@ -55,6 +54,10 @@ class SweepSummary:
     warnings: list[str] = field(default_factory=list)  # results that are not really results
     errors: Counter[str] = field(default_factory=Counter)  # failure message -> trials
     stopped: str | None = None  # why the sweep stopped before running every trial
+
+    @property
+    def failed(self) -> int:
+        return sum(self.errors.values())
 
     @property
     def not_finished(self) -> int:
@@ -151,7 +154,6 @@ class StoreWriter(tune.Callback):
             self.summary.examples_per_s.append(row["train_examples_per_s"])
             detail = f"{config.task_spec.primary} {row['score']:.4f}"
         else:
-            self.summary.failed += 1
             self.summary.errors[error or ""] += 1
             self._fail_fast(error or "")
             detail = (error or "").splitlines()[-1][:100] if error else ""
