@@ -284,9 +284,19 @@ def calibrate(
         last = results[-1]  # the second epoch: kernels chosen, caches warm
         timings.append((last.train_time_s / steps, last.eval_time_s / (steps * batch * length)))
     (t_short, _), (t_long, eval_long) = timings
-    token_s = (t_long - t_short) / (batch * (lengths[1] - lengths[0]))
-    step_s = max(0.0, t_short - token_s * batch * lengths[0])
-    return Coefficients(step_s, token_s, eval_long), device
+    return fit_step_costs(t_short, t_long, batch * lengths[0], batch * lengths[1],
+                          eval_long), device
+
+
+def fit_step_costs(t_short: float, t_long: float, tokens_short: int, tokens_long: int,
+                   eval_token_s: float) -> Coefficients:
+    """The fixed and per-token cost of a training step from the step times at two batch
+    token counts. On a small model the per-token difference can drown in timing noise (even
+    come out negative); training a token is a forward and a backward pass, so it never costs
+    less than evaluating it, which bounds the per-token cost from below."""
+    token_s = max((t_long - t_short) / (tokens_long - tokens_short), eval_token_s)
+    step_s = max(0.0, t_short - token_s * tokens_short)
+    return Coefficients(step_s, token_s, eval_token_s)
 
 
 def sweep_estimate(

@@ -61,7 +61,18 @@ def test_recorded_table_covers_the_paper_models_and_every_task():
 def test_calibration_measures_this_device():
     coeffs, device = cost.calibrate(ModelShape(2, 2, 32), "fp32", use_gpu=False)
     assert device == "cpu"
-    assert coeffs.token_s > 0 and coeffs.step_s >= 0 and coeffs.eval_token_s > 0
+    assert coeffs.token_s >= coeffs.eval_token_s > 0 and coeffs.step_s >= 0
+
+
+def test_step_costs_solve_two_timings_and_never_go_below_an_evaluated_token():
+    exact = cost.fit_step_costs(0.02 + 128 * 1e-4, 0.02 + 512 * 1e-4, 128, 512, 3e-5)
+    assert exact.step_s == pytest.approx(0.02) and exact.token_s == pytest.approx(1e-4)
+    # timing noise made the longer batches look faster: a negative per-token cost would
+    # make longer tasks cheaper, so training a token is bounded below by evaluating it
+    noisy = cost.fit_step_costs(0.030, 0.029, 128, 512, 3e-5)
+    assert noisy.token_s == 3e-5 and noisy.eval_token_s == 3e-5
+    assert noisy.step_s == pytest.approx(0.030 - 128 * 3e-5)
+    assert cost.fit_step_costs(0.001, 0.001, 128, 512, 1e-4).step_s == 0.0
 
 
 def hours(output: str) -> float:
