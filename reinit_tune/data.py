@@ -125,7 +125,6 @@ def subset_indices(n_rows: int, train_size: int | float | None, seed: int) -> np
     return np.sort(rng.choice(n_rows, size=size, replace=False))
 
 
-@lru_cache(maxsize=4)
 @lru_cache(maxsize=16)
 def uses_segments(model: str) -> bool:
     """Whether ``model`` takes segment ids (``token_type_ids``): BERT does; RoBERTa (one
@@ -140,6 +139,7 @@ def uses_segments(model: str) -> bool:
     return (arch is None or arch.segments) and getattr(config, "type_vocab_size", 2) > 1
 
 
+@lru_cache(maxsize=4)
 def load_tokenizer(model: str):
     """The model's own tokenizer. A decoder's tokenizer often has no padding token (GPT-2,
     Llama): batches are padded with its end-of-sequence token then, which is never an input

@@ -39,6 +39,8 @@ def projection_weights(model: nn.Module) -> dict[str, str]:
              arch.mlp_in[0] if arch.mlp_in else None, arch.mlp_out)
     return {short: f"{path}.weight" for short, path in zip(WEIGHT_PROJECTIONS, paths,
                                                            strict=True) if path}
+
+
 BATCH_SIZE = 32  # attention maps of every layer are held per batch: keep batches modest
 
 
@@ -121,6 +123,7 @@ def compare_models(
     if examples == 0:
         raise InputError("no examples to compare")
 
+    weights = projection_weights(a)
     rows = []
     for layer in range(n_layers + 1):
         row = {"layer": layer, "examples": examples, "samples": moments[layer].n,
@@ -134,8 +137,7 @@ def compare_models(
             notes.append(f"svcca: {e}")
         if layer >= 1:
             row["attention_js"] = float(js_sum[layer - 1]) / examples
-            row.update(_projection_distances(layers_a[layer - 1], layers_b[layer - 1],
-                                             projection_weights(a)))
+            row.update(_projection_distances(layers_a[layer - 1], layers_b[layer - 1], weights))
             if layer_replacement:
                 try:
                     row["replaced_svcca"] = sim.svcca_from_moments(replaced[layer - 1]).distance

@@ -19,7 +19,7 @@ a short synthetic run on the current device (``--calibrate``). Regenerate both t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -148,6 +148,8 @@ class Estimate:
     device: str
     sources: list[str]
     note: str = ""  # why the figure may not hold on the device the sweep will run on
+    # seconds by trial id (the intermediate phases of sequential trials under their own ids)
+    per_trial_s: dict[str, float] = field(default_factory=dict)
 
     def __str__(self) -> str:
         hours = self.device_hours
@@ -177,10 +179,7 @@ def trial_estimates(configs: list[TrialConfig], shapes: dict[str, ModelShape], d
     """Seconds per trial id from the recorded table (the progress line's ETA starts from
     these and corrects them by measured trial times); empty where a shape is unknown."""
     try:
-        return {c.trial_id: trial_seconds(
-            c, recorded_coefficients(shapes[c.model], c.precision)[0],
-            shapes[c.model].num_layers, data_dir, every_epoch)
-            for c in configs}
+        return estimate(configs, shapes, data_dir, every_epoch=every_epoch).per_trial_s
     except (KeyError, TypeError, ValueError, ReinitTuneError):  # unknown width or task size
         return {}
 
@@ -199,7 +198,7 @@ def estimate(
     intermediates = {
         i.trial_id: i for i in (c.intermediate_phase() for c in configs if c.intermediate_task)
     }
-    seconds, sources = 0.0, {}
+    seconds, per_trial, sources = 0.0, {}, {}
     for config in [*configs, *intermediates.values()]:
         key = (config.model, config.precision)
         if calibrated and key in calibrated:
@@ -208,9 +207,11 @@ def estimate(
             coeffs, source = recorded_coefficients(shapes[config.model], config.precision)
             device = RECORDED_DEVICE
         sources[f"{config.model} {config.precision} {source}"] = None
-        seconds += trial_seconds(config, coeffs, shapes[config.model].num_layers, data_dir,
-                                 every_epoch)
-    return Estimate(len(configs), seconds / 3600, device, list(sources))
+        trial_s = trial_seconds(config, coeffs, shapes[config.model].num_layers, data_dir,
+                                every_epoch)
+        seconds += trial_s
+        per_trial.setdefault(config.trial_id, trial_s)
+    return Estimate(len(configs), seconds / 3600, device, list(sources), per_trial)
 
 
 # -- measuring ----------------------------------------------------------------------------

@@ -71,13 +71,13 @@ def _duration(seconds: float) -> str:
 class Progress:
     """One line per finished trial, with counts, throughput and an ETA (see module doc).
 
-    ``estimates`` maps trial ids to the cost model's seconds for one trial on one worker;
-    ``slots`` is how many trials run at once (measured as the sweep runs)."""
+    ``trials`` maps trial ids to their ``axes``; ``estimates`` maps trial ids to the cost
+    model's seconds for one trial on one worker; ``slots`` is how many trials run at once
+    (measured as the sweep runs)."""
 
-    def __init__(self, configs: dict[str, TrialConfig], num_layers: dict[str, int],
+    def __init__(self, trials: dict[str, dict[str, Axis]],
                  estimates: dict[str, float] | None = None, out: TextIO | None = None):
-        self.configs = configs
-        self.num_layers = num_layers
+        self.trials = trials
         self.estimates = estimates or {}
         self.out = out
         self.started: dict[str, float] = {}
@@ -107,15 +107,13 @@ class Progress:
         if trial_id in self.estimates and began is not None:
             self.measured_s += seconds
             self.estimated_s += self.estimates[trial_id]
-        config = self.configs[trial_id]
-        values = axes(config, self.num_layers[config.model])
-        shown = " ".join(f"{k}={v}" for k, v in values.items()
+        shown = " ".join(f"{k}={v}" for k, v in self.trials[trial_id].items()
                          if k not in ("family", "init_scheme", "lr"))
         print(f"{self.header()}  {status:<8} {shown}  {detail}  ({_duration(seconds)})",
               file=self.out or sys.stdout, flush=True)
 
     def eta_s(self) -> float | None:
-        remaining = [t for t in self.configs if t not in self.finished]
+        remaining = [t for t in self.trials if t not in self.finished]
         if not remaining:
             return 0.0
         if not self.estimates:
@@ -128,7 +126,7 @@ class Progress:
         return len(self.finished)
 
     def header(self) -> str:
-        total = len(self.configs)
+        total = len(self.trials)
         running = len(self.started)
         pending = total - self.done - running
         elapsed = time.monotonic() - self.start

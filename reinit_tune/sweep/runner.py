@@ -240,14 +240,15 @@ def connect(plan: Plan) -> None:
     cluster.warn_if_storage_is_local(plan.storage, alive, scalable)
 
 
-def param_space(configs: dict[str, TrialConfig], num_layers: dict[str, int]) -> dict:
+def param_space(trials: dict[str, dict[str, Any]]) -> dict:
     """Tune's search space: one grid point per trial, ``{"trial": {"trial_id": ..., <axes>}}``
-    with the trial's experiment axes (``progress.axes``) as real values, so Tune's table,
-    ``ResultGrid.get_dataframe()`` (``config/trial/k``...), logger callbacks (TensorBoard
-    hparams ``trial/k``...) and the dashboard show them. One grid value per trial keeps the
-    axes of a trial together (a cartesian product of axes would be another grid)."""
-    return {"trial": tune.grid_search([{"trial_id": tid, **axes(c, num_layers[c.model])}
-                                       for tid, c in configs.items()])}
+    with the trial's experiment axes (``trials``: id -> ``progress.axes``) as real values,
+    so Tune's table, ``ResultGrid.get_dataframe()`` (``config/trial/k``...), logger callbacks
+    (TensorBoard hparams ``trial/k``...) and the dashboard show them. One grid value per
+    trial keeps the axes of a trial together (a cartesian product of axes would be another
+    grid)."""
+    return {"trial": tune.grid_search([{"trial_id": tid, **values}
+                                       for tid, values in trials.items()])}
 
 
 def trial_id_of(trial) -> str | None:
@@ -260,9 +261,8 @@ class TrialNames:
     (``progressive_rte_n500_s3_k4``), looked up by its trial id (the one grid value Tune
     has resolved when it names a trial)."""
 
-    def __init__(self, configs: dict[str, TrialConfig], num_layers: dict[str, int]):
-        self.names = {tid: trial_name(axes(c, num_layers[c.model]))
-                      for tid, c in configs.items()}
+    def __init__(self, trials: dict[str, dict[str, Any]]):
+        self.names = {tid: trial_name(values) for tid, values in trials.items()}
 
     def name(self, trial) -> str:
         return self.names.get(trial_id_of(trial), "trial")
@@ -312,16 +312,16 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
         {"cpu": options.resources.cpus_per_trial, "gpu": options.resources.gpus_per_trial},
     )
     num_layers = {m: s.num_layers for m, s in plan.shapes.items()}
-    progress = Progress(todo, num_layers, cost.trial_estimates(
+    trial_axes = {tid: axes(c, num_layers[c.model]) for tid, c in todo.items()}
+    progress = None if options.verbose else Progress(trial_axes, cost.trial_estimates(
         list(todo.values()), plan.shapes, plan.data_dir,
         every_epoch=options.evaluate == "every-epoch"), out=out)
-    writer = StoreWriter(plan.results_dir, todo, summary, num_layers,
-                         progress=None if options.verbose else progress,
+    writer = StoreWriter(plan.results_dir, todo, summary, num_layers, progress=progress,
                          source=source_version())
-    names = TrialNames(todo, num_layers)
+    names = TrialNames(trial_axes)
     tuner = tune.Tuner(
         trainable,
-        param_space=param_space(todo, num_layers),
+        param_space=param_space(trial_axes),
         tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=names.name,
                                     trial_dirname_creator=names.dirname),
         run_config=tune.RunConfig(

@@ -239,9 +239,8 @@ def failure_text(error: BaseException) -> str:
 def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
               runtime: TrialRuntime) -> None:
     """Ray Tune function trainable. ``params["trial"]["trial_id"]`` picks the config from
-    ``configs``
-    (shipped once through the object store by ``tune.with_parameters``, with the run's
-    ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one.
+    ``configs`` (shipped once through the object store by ``tune.with_parameters``, with the
+    run's ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one.
 
     Only infrastructure failures (``is_infrastructure_failure``) propagate to Tune, which
     retries them; any other exception is reported as ``{"failed": text, "epoch": -1}`` and

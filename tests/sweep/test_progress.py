@@ -40,7 +40,8 @@ def test_eta_starts_from_the_cost_model_and_learns_from_finished_trials(monkeypa
     clock = [0.0]
     monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
     out = io.StringIO()
-    p = progress.Progress(configs, {"m": 4}, {t: 10.0 for t in configs}, out=out)
+    trials = {t: progress.axes(c, 4) for t, c in configs.items()}
+    p = progress.Progress(trials, {t: 10.0 for t in configs}, out=out)
     p.trial_started("t0")
     p.trial_started("t1")
     assert p.eta_s() == pytest.approx(4 * 10.0 / 2)  # 2 at once, nothing measured yet
