@@ -1,6 +1,7 @@
 """Draw chosen figures from a results store and print the numbers they plot, e.g.
 `python analysis/figures.py permutations heads --results results`; without names, every
-figure the store supports. The same as `reinit-tune report --only ... --out RESULTS/figures`."""
+figure the store supports. The same as `reinit-tune report --only ...`: figures and
+report.html in RESULTS/report/."""
 
 import argparse
 import sys
@@ -12,8 +13,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("figures", nargs="*", help="figure names (reinit-tune report --help)")
     p.add_argument("--results", default="results", help="results store folder")
-    p.add_argument("--out", default=None, help="figure folder (default: RESULTS/figures)")
+    p.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
     args = p.parse_args()
-    results = Path(args.results)
-    sys.exit(report.run(results, Path(args.out) if args.out else results / "figures",
+    sys.exit(report.run(Path(args.results), Path(args.out) if args.out else None,
                         args.figures or None))

@@ -1,7 +1,7 @@
 """Draw the progressive-reinitialization figure (003 Fig. 1/4) from a results store and print
-the numbers it plots: `python analysis/progressive.py --results DIR` (figure in
-DIR/figures/). The same as `reinit-tune report --results DIR --out DIR/figures --only
-progressive`."""
+the numbers it plots: `python analysis/progressive.py --results DIR` (figure and report.html
+in DIR/report/, where `reinit-tune report` writes them). The same as `reinit-tune report
+--results DIR --only progressive`."""
 
 import argparse
 import sys
@@ -12,8 +12,7 @@ from reinit_tune.analysis import report
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--results", default="results", help="results store folder")
-    p.add_argument("--out", default=None, help="figure folder (default: RESULTS/figures)")
+    p.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
     args = p.parse_args()
-    results = Path(args.results)
-    sys.exit(report.run(results, Path(args.out) if args.out else results / "figures",
+    sys.exit(report.run(Path(args.results), Path(args.out) if args.out else None,
                         ["progressive"]))

@@ -21,14 +21,22 @@ import sys
 from pathlib import Path
 
 from reinit_tune import families
-from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES
+from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES, TrialConfig
 from reinit_tune.env import HUB
 from reinit_tune.errors import InputError
-from reinit_tune.families.base import Family, Grid, parse_size
+from reinit_tune.families.base import (
+    DEFAULT_INIT_SCHEME,
+    DEFAULT_LENGTH_GROUPED,
+    DEFAULT_PRECISION,
+    Family,
+    Grid,
+    parse_size,
+)
 from reinit_tune.hardware import resolve_precision
 from reinit_tune.model.shape import EMBEDDED_MODEL, shape_for
 from reinit_tune.sweep import signals
 from reinit_tune.sweep.options import (
+    DATA_CHANGED,
     DEFAULT_CHECKPOINT_AFTER_S,
     Resources,
     RunOptions,
@@ -37,6 +45,8 @@ from reinit_tune.sweep.options import (
 from reinit_tune.tasks import TASKS
 
 DEFAULT_MODEL = "bert-base-uncased"
+# The run flags' defaults are the typed options' own, so the command and the Python API agree.
+_RUN = RunOptions()
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -44,8 +54,8 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if (action.default not in (None, argparse.SUPPRESS, False) and "default" not in text
-                and action.option_strings):
+        if (action.default not in (None, argparse.SUPPRESS, False, [], ())
+                and "default" not in text and action.option_strings):
             default = action.default
             if isinstance(default, list):
                 default = " ".join("full" if v is None else str(v) for v in default)
@@ -110,17 +120,18 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     common.add_argument("--warmup-ratio", type=float, default=None,
                         help="share of the steps the linear schedule warms up over "
                              f"(default: {training.warmup_ratio:g})")
-    common.add_argument("--precision", choices=("auto", *PRECISIONS), default="auto",
+    common.add_argument("--precision", choices=("auto", *PRECISIONS), default=DEFAULT_PRECISION,
                         help="auto: bf16 autocast where the trials' device computes bf16 "
                              "natively (GPUs that support it; CPUs with AVX512-BF16 or AMX), "
                              "fp32 elsewhere; resolved here before the trial ids")
-    common.add_argument("--init-scheme", choices=INIT_SCHEMES, default="bert",
+    common.add_argument("--init-scheme", choices=INIT_SCHEMES, default=DEFAULT_INIT_SCHEME,
                         help="distribution of reinitialized weights: 'bert' (003 App. A) or "
                              "'authors-code' (what the 003 authors' code did; see README)")
-    common.add_argument("--length-grouped", action=argparse.BooleanOptionalAction, default=True,
+    common.add_argument("--length-grouped", action=argparse.BooleanOptionalAction,
+                        default=DEFAULT_LENGTH_GROUPED,
                         help="batch examples of similar length together (less padding, several "
                              "times faster); --no-length-grouped shuffles uniformly as run_glue "
-                             "does (default: on)")
+                             f"does (default: {'on' if DEFAULT_LENGTH_GROUPED else 'off'})")
     common.add_argument("--num-layers", type=int, default=None,
                         help="layer count of a --model that cannot be inspected here (a hub id "
                              "offline): for dry runs")
@@ -137,12 +148,21 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     run.add_argument("--data-dir", default=None,
                      help="folder with <task>/{train,validation}.parquet, or 'hub:' for the "
                           "hub's datasets (default: $REINIT_TUNE_DATA, else the hub)")
-    run.add_argument("--results", default="results", help="results store folder")
-    run.add_argument("--cpus-per-trial", type=float, default=1,
+    run.add_argument("--allow-subset", action="store_true", default=_RUN.allow_subset,
+                     help="where a local train file is a subset of the official split (its "
+                          "Parquet 'subset' metadata) and cannot supply a size (sizes are "
+                          "shares of the official split), train on the rows there instead of "
+                          "stopping; such rows are marked data_subset")
+    run.add_argument("--data-changed", choices=DATA_CHANGED, default=_RUN.data_changed,
+                     help="when the store holds trials of this grid trained on other data "
+                          "(their data fingerprint differs): stop before any trial, or rerun "
+                          "those trials and replace their rows")
+    run.add_argument("--results", default=str(_RUN.results_dir), help="results store folder")
+    run.add_argument("--cpus-per-trial", type=float, default=_RUN.resources.cpus_per_trial,
                      help="CPUs per trial, also its torch threads")
-    run.add_argument("--gpus-per-trial", type=float, default=0,
+    run.add_argument("--gpus-per-trial", type=float, default=_RUN.resources.gpus_per_trial,
                      help="GPUs per trial; fractions pack several trials on one GPU")
-    run.add_argument("--max-failures", type=int, default=2,
+    run.add_argument("--max-failures", type=int, default=_RUN.max_failures,
                      help="retries of a failing trial (a killed worker, a preempted node)")
     run.add_argument("--storage", default=None,
                      help="Tune storage_path for checkpoints and Tune logs: a folder, an NFS "
@@ -202,7 +222,8 @@ def sweep_parser(family: Family, prog: str | None = None) -> argparse.ArgumentPa
 def grid_of(args: argparse.Namespace, family: Family) -> Grid:
     """The ``Grid`` the common sweep flags describe (None: the family's default)."""
     model = args.model or family.model
-    precision, why = resolve_precision(args.precision, on_gpu=args.gpus_per_trial > 0)
+    on_gpu = args.gpus_per_trial > 0
+    precision, why = resolve_precision(args.precision, on_gpu=on_gpu)
     logging.getLogger("reinit_tune").info("precision %s (%s)", precision, why)
     return Grid(
         model=model, shape=shape_for(model, args.num_layers, args.num_heads),
@@ -210,8 +231,15 @@ def grid_of(args: argparse.Namespace, family: Family) -> Grid:
         seeds=args.seeds, epochs=args.epochs, data_dir=args.data_dir, lr=args.lr,
         batch_size=args.batch_size, max_seq_length=args.max_seq_length,
         schedule=args.schedule, warmup_ratio=args.warmup_ratio, precision=precision,
-        init_scheme=args.init_scheme, length_grouped=args.length_grouped,
+        init_scheme=args.init_scheme, length_grouped=args.length_grouped, on_gpu=on_gpu,
     )
+
+
+def configs_of(args: argparse.Namespace, family: Family) -> list[TrialConfig]:
+    """The trials a sweep command describes: its grid (``grid_of``) expanded by the family
+    with its own flags' values."""
+    return family.configs(grid_of(args, family),
+                          **{f.dest: getattr(args, f.dest) for f in family.flags})
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
@@ -229,6 +257,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         checkpoint_after_s=args.checkpoint_after_s, similarity=similarity,
         save_model=args.save_model, log_every=args.log_every, evaluate=args.evaluate,
         loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
+        allow_subset=args.allow_subset, data_changed=args.data_changed,
     )
 
 
@@ -243,10 +272,11 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     signals.forward_sigterm()
     try:
-        grid = grid_of(args, family)
-        configs = family.configs(grid, **{f.dest: getattr(args, f.dest) for f in family.flags})
-        plan = make_plan(configs, run_options(args), {grid.model: grid.shape})
-        print(describe(plan.configs))
+        model = args.model or family.model
+        configs = configs_of(args, family)
+        plan = make_plan(configs, run_options(args),
+                         {model: shape_for(model, args.num_layers, args.num_heads)})
+        print(describe(plan.configs, plan.data_dir, plan.options.allow_subset))
         if plan.skipped:
             print(f"{plan.skipped} trials already in {plan.results_dir}: skipped")
         if plan.reuse:
@@ -350,7 +380,7 @@ def compare_command(args: argparse.Namespace) -> int:
 # -- the command ----------------------------------------------------------------------------
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="reinit-tune", formatter_class=_Help,
-                                description=__doc__.split("\n\n")[0])
+                                description=__doc__.split("\n\n")[0].replace("``", ""))
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sweep = commands.add_parser("sweep", help="run an experiment family's grid on Ray Tune",
                                 description="Run an experiment family's grid on Ray Tune; "

@@ -32,6 +32,15 @@ SCHEDULES = ("linear", "slanted-triangular")
 # Fields added after reinit-tune 0.1 are left out of a trial's identity while they hold their
 # default, so every trial id of an earlier version stays what it was.
 LATER_FIELDS = ("schedule", "warmup_ratio")
+# The fields whose values are replicates of one configuration: the seed draws the train
+# subset, the classifier head, the dropout stream and permutation n (003 §5, App. B), so runs
+# that differ only here are averaged into one point. Every other field is a different
+# experiment: figures, tables and summaries never average across it
+# (``reinit_tune.analysis.frames.split``, ``reinit_tune.sanity``).
+REPLICATE_FIELDS = ("seed",)
+# Fields that name where a row is drawn, not what it computed: identical configurations run
+# under two family names are one run (``reused_from``), never two replicates.
+LABEL_FIELDS = ("experiment",)
 
 
 def _freeze(value: Any) -> Any:

@@ -7,6 +7,13 @@ with ``<dir>`` from ``--data-dir`` or ``REINIT_TUNE_DATA``; without one, splits 
 tokenized once per machine into a ``datasets`` cache file and reused by every trial; batches
 are padded to their longest member, not to ``max_seq_length``.
 
+A train size that is a fraction is a share of the official split (``official_rows``: the
+``subset`` note a local file's Parquet metadata carries, else the file's own row count; the
+registry's size for the hub), not of a local file that holds only part of it; a size the
+local file cannot supply is an error (``SubsetError``) unless the run allows training on
+what there is (``--allow-subset``). Each trial records what data it saw
+(``data_identity``: a fingerprint of the files' contents and where they are).
+
 Extractive QA splits are cut into overlapping windows (``reinit_tune.qa.featurize``: a window
 is ``max_seq_length`` tokens, consecutive windows of a context share a third of that, run_qa's
 128 of 384); a training subset of n examples is n questions with all their windows.
@@ -84,6 +91,30 @@ def load_split(task: str, split: str, data_dir: str | os.PathLike | None = None)
         raise _missing(task, split, f"hub load failed: {type(e).__name__}") from e
 
 
+def _footer(path: Path) -> tuple[int, int | None]:
+    """(rows, official rows from the ``subset`` note or None) of a Parquet file, read from its
+    footer once per file version: a grid asks this for every config."""
+    stat = path.stat()
+    return _footer_of(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=128)
+def _footer_of(path: str, mtime_ns: int, size: int) -> tuple[int, int | None]:
+    try:
+        meta = pq.ParquetFile(path).metadata
+    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+        raise InputError(f"{path} is not a readable Parquet file ({e}); replace it or fix "
+                         "--data-dir") from None
+    note = (meta.metadata or {}).get(b"subset")
+    official = None
+    if note:
+        try:
+            official = int(json.loads(note)["official_rows"])
+        except (ValueError, KeyError, TypeError):  # a note without a count: trust the rows
+            log.warning("%s: unreadable 'subset' metadata %r; using its row count", path, note)
+    return meta.num_rows, official
+
+
 def split_rows(task: str, split: str, data_dir: str | os.PathLike | None = None) -> int:
     """Row count of a split without loading it (Parquet footer, or the official size)."""
     _check_split(task, split)
@@ -92,33 +123,113 @@ def split_rows(task: str, split: str, data_dir: str | os.PathLike | None = None)
         return get_task(task).rows[split]
     if not path.is_file():
         raise _missing(task, split, f"no file {path}")
-    try:
-        return pq.ParquetFile(path).metadata.num_rows
-    except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
-        raise InputError(f"{path} is not a readable Parquet file ({e}); replace it or fix "
-                         "--data-dir") from None
+    return _footer(path)[0]
 
 
-def subset_size(train_size: int | float | None, n_rows: int, task: str = "task") -> int:
+def official_rows(task: str, split: str, data_dir: str | os.PathLike | None = None) -> int:
+    """Rows of the official split, what a fractional size is a share of: a local file's
+    ``subset`` metadata (``{"rows": 9999, "official_rows": 104743}``), else the file's own
+    row count; the registry's split size when splits come from the hub."""
+    _check_split(task, split)
+    path = local_split_path(task, split, data_dir)
+    if path is None:
+        return get_task(task).rows[split]
+    if not path.is_file():
+        raise _missing(task, split, f"no file {path}")
+    rows, official = _footer(path)
+    return max(rows, official or rows)
+
+
+def wanted_size(train_size: int | float | None, official: int, task: str = "task") -> int:
+    """The examples ``train_size`` asks for of an official split of ``official`` rows: a
+    count, a fraction of the official split, or all of it (None). This is the count the paper
+    meant, what the 50-seed and 5-epoch rules read."""
     if train_size is None:
-        return n_rows
+        return official
     if isinstance(train_size, float):
-        return max(1, round(train_size * n_rows))
-    if train_size > n_rows:
+        return max(1, round(train_size * official))
+    if train_size > official:
         raise InputError(
-            f"train_size: {train_size} exceeds the {n_rows} rows of the {task} train split; "
-            f"allowed: 1..{n_rows}, a fraction in (0, 1), or None for all"
+            f"train_size: {train_size} exceeds the {official} rows of the {task} train split; "
+            f"allowed: 1..{official}, a fraction in (0, 1), or None for all"
         )
     return train_size
 
 
-def subset_indices(n_rows: int, train_size: int | float | None, seed: int) -> np.ndarray:
+class SubsetError(InputError):
+    """A train size asks for more examples than the local split file, a subset of the
+    official split, holds."""
+
+
+def _shown(size: int | float | None) -> str:
+    if size is None:
+        return "full (all of the split)"
+    return f"{size:g} ({size:.1%} of the split)" if isinstance(size, float) else str(size)
+
+
+@dataclass(frozen=True)
+class TrainCount:
+    """What a train size means for one task's train split as found: the examples it asks for
+    (``wanted``, of the ``official`` split) and the rows the file holds (``available``)."""
+
+    task: str
+    size: int | float | None
+    official: int
+    available: int
+    wanted: int
+    where: str  # the file, or the hub dataset
+
+    @property
+    def short(self) -> bool:
+        """The split as found cannot supply what the size asks for (a subset file)."""
+        return self.wanted > self.available
+
+    def used(self, allow_subset: bool = False) -> int:
+        """Examples a trial trains on: ``wanted``, or with ``allow_subset`` all there are."""
+        if self.short and not allow_subset:
+            raise SubsetError(self.problem())
+        return min(self.wanted, self.available)
+
+    def problem(self) -> str:
+        return (f"{self.task}: train size {_shown(self.size)} needs {self.wanted:,} examples of "
+                f"the official {self.official:,}-row train split, but {self.where} holds "
+                f"{self.available:,} (a subset); point --data-dir at the complete split, or "
+                f"pass --allow-subset to train on the {self.available:,} there (its rows are "
+                "marked data_subset)")
+
+
+def train_count(task: str, train_size: int | float | None,
+                data_dir: str | os.PathLike | None = None, *,
+                available: int | None = None) -> TrainCount:
+    """``TrainCount`` of ``train_size`` for ``task``'s train split in ``data_dir``
+    (``available``: the rows already loaded, else the file's footer)."""
+    path = local_split_path(task, "train", data_dir)
+    official = official_rows(task, "train", data_dir)
+    rows = split_rows(task, "train", data_dir) if available is None else available
+    where = str(path) if path is not None else f"the hub's {get_task(task).hub[0]}"
+    return TrainCount(task, train_size, max(official, rows), rows,
+                      wanted_size(train_size, max(official, rows), task), where)
+
+
+def subset_size(train_size: int | float | None, n_rows: int, task: str = "task",
+                official: int | None = None, allow_subset: bool = False) -> int:
+    """Examples drawn from a split of ``n_rows`` rows, part of an official split of
+    ``official`` rows (None: the split is complete): ``wanted_size`` of the official split,
+    capped at ``n_rows`` only with ``allow_subset`` (else ``SubsetError``)."""
+    count = TrainCount(task, train_size, max(official or n_rows, n_rows), n_rows,
+                       wanted_size(train_size, max(official or n_rows, n_rows), task),
+                       f"the {task} train split")
+    return count.used(allow_subset)
+
+
+def subset_indices(n_rows: int, train_size: int | float | None, seed: int,
+                   official: int | None = None, allow_subset: bool = False) -> np.ndarray:
     """Sorted row indices of the training subset of trial ``seed`` (003 App. B).
 
     The draw depends on ``seed`` only: trial n of every reinitialization sees the same
     examples (paired comparison across k), and different seeds see different subsets.
     """
-    size = subset_size(train_size, n_rows)
+    size = subset_size(train_size, n_rows, official=official, allow_subset=allow_subset)
     if size == n_rows:
         return np.arange(n_rows)
     rng = np.random.default_rng(derive_seed(seed, "train-subset"))
@@ -378,13 +489,65 @@ def train_and_devs(
     train_size: int | float | None,
     seed: int,
     data_dir=None,
+    allow_subset: bool = False,
 ) -> tuple[Encoded, dict[str, Encoded]]:
     """The seeded training subset and every dev split of ``task`` (by name, the primary
-    first), tokenized. For QA the subset is drawn over questions."""
+    first), tokenized. For QA the subset is drawn over questions. A fractional size is a
+    share of the official split; more than the split file holds is a ``SubsetError``
+    unless ``allow_subset`` (then the whole file)."""
     train = encoded_split(task, "train", model, max_seq_length, data_dir)
     n = train.num_examples
-    subset_size(train_size, n, task)  # clear error before anything else
-    train = train.select_examples(subset_indices(n, train_size, seed))
+    count = train_count(task, train_size, data_dir, available=n)
+    count.used(allow_subset)  # clear error before anything else
+    train = train.select_examples(
+        subset_indices(n, train_size, seed, count.official, allow_subset))
     devs = {split: encoded_split(task, split, model, max_seq_length, data_dir)
             for split in get_task(task).dev_splits}
     return train, devs
+
+
+# -- what data a trial saw ----------------------------------------------------------------
+@lru_cache(maxsize=256)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes, computed once per file version (path, mtime, size): every
+    trial of a sweep asks for the same few files."""
+    stat = os.stat(path)
+    return _file_sha256(str(Path(path).resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+def data_identity(task: str, data_dir: str | os.PathLike | None = None,
+                  intermediate_task: str | None = None) -> tuple[str, str]:
+    """(fingerprint, source) of the data a trial of ``task`` trains and is scored on (and of
+    its ``intermediate_task``'s splits): sha256 over each local split file's content hash,
+    and the files' paths; for the hub, its dataset names (the hub pins no revision here, so
+    its fingerprint says only which dataset). A row's fingerprint tells whether a rerun
+    would see the same data; it is never part of the trial id."""
+    parts, local, hub = [], [], []
+    for name in dict.fromkeys(filter(None, (intermediate_task, task))):
+        for split in get_task(name).splits:
+            path = local_split_path(name, split, data_dir)
+            if path is None:
+                dataset, config = get_task(name).hub
+                parts.append(f"{name}/{split}=hub:{dataset}/{config or ''}")
+                hub.append(f"{dataset}{f' ({config})' if config else ''}")
+            elif not path.is_file():
+                raise _missing(name, split, f"no file {path}")
+            else:
+                parts.append(f"{name}/{split}={file_sha256(path)}")
+                local.append(path)
+    fingerprint = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    sources = []
+    if local:
+        root = Path(os.path.commonpath([p.parent for p in local]))
+        sources.append(f"{root}: " + ", ".join(str(p.relative_to(root)) for p in local))
+    if hub:
+        sources.append("hub: " + ", ".join(dict.fromkeys(hub)))
+    return fingerprint, "; ".join(sources)

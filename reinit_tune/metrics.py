@@ -13,7 +13,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from reinit_tune.tasks import get_task
+from reinit_tune.tasks import ALL_METRICS, get_task
 
 
 def accuracy(pred: np.ndarray, label: np.ndarray) -> float:
@@ -110,3 +110,17 @@ def reference_scores(task: str, labels) -> tuple[float, float | None]:
               "f1": p / (p + 0.5) if p > 0 else 0.0}
     chance["acc_and_f1"] = (chance["accuracy"] + chance["f1"]) / 2
     return majority[spec.primary], chance[spec.primary]
+
+
+# Correlations and MCC lie in [-1, 1]; every other metric here (and the QA scores, stored as
+# fractions) in [0, 1].
+_SIGNED = ("mcc", "pearson", "spearman")
+
+
+def metric_range(metric: str) -> tuple[float, float]:
+    """The values ``metric`` (a primary metric, or a stored ``eval_*`` name without the
+    prefix, with or without a dev split's suffix) can take; (-inf, inf) for unknown names."""
+    name = str(metric).removeprefix("eval_")
+    if name not in ALL_METRICS:
+        return -math.inf, math.inf
+    return (-1.0, 1.0) if name.split("_")[0] in _SIGNED else (0.0, 1.0)

@@ -120,6 +120,14 @@ TRIAL_SCHEMA = pa.schema(
         # this row is another family's stored run of the same configuration (the runs of a
         # config differ only in their experiment name): that trial's id
         pa.field("reused_from", pa.string()),
+        # what data the trial saw: whether its train file, a subset of the official split,
+        # held fewer examples than its size asks of the official split (run with
+        # --allow-subset; null in older stores reads as False, see ``ran_on_subset``), a
+        # fingerprint of its train and dev files' contents (``data.data_identity``; null in
+        # older stores: unknown, never a mismatch) and where they were
+        pa.field("data_subset", pa.bool_()),
+        pa.field("data_fingerprint", pa.string()),
+        pa.field("data_source", pa.string()),
     ]
 )
 
@@ -386,9 +394,20 @@ def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:
     return bad
 
 
+def ran_on_subset(row: Any) -> bool:
+    """Whether a stored trial row trained on fewer examples than its size asks of the official
+    split (its train file was a subset; ``--allow-subset``). Rows of stores written before
+    the ``data_subset`` column existed say False. ``row``: a mapping or a pandas row."""
+    value = row.get("data_subset") if hasattr(row, "get") else None
+    return value is not None and not (isinstance(value, float) and math.isnan(value)) \
+        and bool(value)
+
+
 def load_trials(results_dir: str | os.PathLike, status: str | None = None) -> pd.DataFrame:
-    """One row per finished trial (``status`` "ok" or "error"); filter with ``status=``."""
+    """One row per finished trial (``status`` "ok" or "error"); filter with ``status=``.
+    ``data_subset`` is a plain bool column (older stores' nulls read as False)."""
     df = _read(Path(results_dir) / TRIALS, TRIAL_SCHEMA)
+    df["data_subset"] = df["data_subset"].eq(True).astype(bool)
     if status is not None:
         df = df[df["status"] == status].reset_index(drop=True)
     return df
@@ -405,16 +424,27 @@ def finished_ids(results_dir: str | os.PathLike) -> set[str]:
     Recomputing (instead of trusting the stored id) keeps resumption right across versions
     that add config fields: an old row gets the new fields' defaults, as a new config would.
     """
+    return set(finished_data(results_dir))
+
+
+def finished_data(results_dir: str | os.PathLike) -> dict[str, tuple[str | None, str | None]]:
+    """Id of every trial stored "ok" (recomputed as ``finished_ids`` does) → its
+    (``data_fingerprint``, ``data_source``); None where the row predates them."""
     df = load_trials(results_dir, status="ok")
-    ids = set()
-    for stored_id, blob in zip(df["trial_id"], df["config_json"], strict=True):
+    known = {f.name for f in dataclasses.fields(TrialConfig)}
+    found: dict[str, tuple[str | None, str | None]] = {}
+    for stored_id, blob, fingerprint, source in zip(
+            df["trial_id"], df["config_json"], df["data_fingerprint"], df["data_source"],
+            strict=True):
         try:
             data = json.loads(blob)
-            known = {f.name for f in dataclasses.fields(TrialConfig)}
-            ids.add(TrialConfig.from_dict({k: v for k, v in data.items() if k in known}).trial_id)
+            trial_id = TrialConfig.from_dict({k: v for k, v in data.items()
+                                              if k in known}).trial_id
         except (ValueError, TypeError):  # a row no config of this version describes
-            ids.add(stored_id)
-    return ids
+            trial_id = stored_id
+        found[trial_id] = (fingerprint if isinstance(fingerprint, str) else None,
+                           source if isinstance(source, str) else None)
+    return found
 
 
 def epoch_rows(config: TrialConfig, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -446,7 +476,8 @@ def trial_row(
     last = reports[-1]
     for key in ("train_loss", "eval_loss", "score", "train_examples", "setup_time_s",
                 "device", "precision_used", "node_id", "hostname", "versions",
-                "resumed_from_epoch", "majority_score", "chance_score",
+                "resumed_from_epoch", "majority_score", "chance_score", "data_subset",
+                "data_fingerprint", "data_source",
                 *(f"eval_{m}" for m in ALL_METRICS)):
         if key in last:
             row[key] = last[key]

@@ -8,11 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import save_tiny_bert
-
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
-SHARED_GLUE = SHARED_DATA / "glue"
+from tests.helpers import SHARED_DATA, SHARED_GLUE, save_tiny_bert
 
 # CI has no hub access: fail fast instead of retrying, and read GLUE from the shared folder.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

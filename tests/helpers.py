@@ -22,6 +22,8 @@ from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
 from reinit_tune.analysis import frames
 
 REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_GLUE = SHARED_DATA / "glue"
 
 
 # -- models -------------------------------------------------------------------------------

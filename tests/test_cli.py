@@ -26,6 +26,7 @@ def test_the_installed_command_lists_its_subcommands_and_families():
     assert top.returncode == 0, top.stderr
     for command in ("sweep", "families", "report", "compare"):
         assert command in top.stdout
+    assert "``" not in top.stdout  # plain words, not the docstring's markup
     sweep = run(COMMAND, "sweep", "--help")
     assert sweep.returncode == 0
     for family in families.all_families():
@@ -48,6 +49,7 @@ def test_every_sweep_script_is_its_familys_command():
     shown = run(sys.executable, "sweeps/progressive.py", "--help")
     assert shown.returncode == 0 and "usage: python sweeps/progressive.py" in shown.stdout
     assert "--k" in shown.stdout and "(default: None)" not in shown.stdout
+    assert "(default: )" not in shown.stdout and "(default: [])" not in shown.stdout
 
 
 def test_bad_input_exits_2_but_a_failure_after_launch_is_not_called_bad_input(

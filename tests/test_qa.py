@@ -165,18 +165,49 @@ def test_dev_set_scores_of_gold_and_empty_predictions(dev):
     assert s["exact"] == s["f1"] == 1.0
 
 
-def test_matches_the_evaluate_squad_v2_metric_when_available(dev):
-    evaluate = pytest.importorskip("evaluate")
-    try:  # offline: only a metric already in the local cache; never download
-        metric = evaluate.load("squad_v2")
-    except Exception as err:  # any failure to load means "not available here"
-        pytest.skip(f"evaluate's squad_v2 metric is not available offline: {err}")
-    rows = dev[:500]
-    # Predictions of every kind: exact gold, partial gold, empty, and wrong text.
+def _mixed_predictions(rows) -> dict[str, str]:
+    """Predictions of every kind: exact gold, partial gold, empty, and wrong text."""
     preds = {}
     for i, r in enumerate(rows):
         gold = (r["answers"]["text"] or [""])[0]
         preds[r["id"]] = [gold, " ".join(gold.split()[:1]), "", "the Normans"][i % 4]
+    return preds
+
+
+def test_answerable_questions_match_torchmetrics_port_of_the_official_script(dev):
+    """An independent implementation runs offline on every install: torchmetrics' SQuAD
+    metric ports the official evaluation script (its answer normalization, exact match and
+    token F1, the best over the gold answers). On answerable questions SQuAD 2.0's script
+    scores exactly as 1.1's, so our HasAns scores must equal it; unanswerable questions
+    score 1 exactly when the prediction is empty."""
+    from torchmetrics.functional.text import squad
+
+    rows = dev[:600]
+    preds = _mixed_predictions(rows)
+    ours = qa.squad_v2_scores(preds, {r["id"]: r["answers"]["text"] for r in rows})
+    answerable = [r for r in rows if r["answers"]["text"]]
+    theirs = squad([{"id": r["id"], "prediction_text": preds[r["id"]]} for r in answerable],
+                   [{"id": r["id"], "answers": r["answers"]} for r in answerable])
+    assert ours["HasAns_exact"] == pytest.approx(float(theirs["exact_match"]) / 100, abs=1e-6)
+    assert ours["HasAns_f1"] == pytest.approx(float(theirs["f1"]) / 100, abs=1e-6)
+    unanswerable = [r for r in rows if not r["answers"]["text"]]
+    empty = sum(preds[r["id"]] == "" for r in unanswerable) / len(unanswerable)
+    assert ours["NoAns_exact"] == ours["NoAns_f1"] == pytest.approx(empty)
+    n_has = len(answerable)
+    assert ours["exact"] == pytest.approx(
+        (ours["HasAns_exact"] * n_has + empty * len(unanswerable)) / len(rows))
+
+
+def test_matches_the_evaluate_squad_v2_metric_when_cached(dev):
+    """The official SQuAD 2.0 script as ``evaluate`` ships it; its module comes from the hub,
+    so this runs where it is cached (the torchmetrics check above runs everywhere)."""
+    evaluate = pytest.importorskip("evaluate")
+    try:  # offline: only a metric already in the local cache; never download
+        metric = evaluate.load("squad_v2")
+    except Exception as err:  # any failure to load means "not available here"
+        pytest.skip(f"evaluate's squad_v2 metric is not cached here: {err}")
+    rows = dev[:500]
+    preds = _mixed_predictions(rows)
     ours = qa.squad_v2_scores(preds, {r["id"]: r["answers"]["text"] for r in rows})
     theirs = metric.compute(
         predictions=[{"id": k, "prediction_text": v, "no_answer_probability": 0.0}

@@ -190,3 +190,24 @@ def test_rows_of_the_float_train_size_era_are_split_on_reading(tmp_path):
     assert list(df["train_size"].fillna(-1)) == [500, -1]
     assert list(df["train_fraction"].fillna(-1)) == [-1, 0.1]
     assert store.finished_ids(tmp_path) == set(df["trial_id"])
+
+
+def test_rows_record_the_data_they_saw_and_old_rows_read_as_full_data(tmp_path):
+    config = TrialConfig(EMBEDDED_MODEL, "qnli", train_size=0.1, seed=0)
+    seen = {"data_subset": True, "data_fingerprint": "ab" * 32,
+            "data_source": "/data/glue/qnli: train.parquet, validation.parquet"}
+    reports = [{**r, **seen} for r in fake_reports("qnli")]
+    store.write_trial(tmp_path, store.trial_row(config, reports, num_layers=6, status="ok"), [])
+    write(tmp_path, TrialConfig(EMBEDDED_MODEL, "sst2", seed=0))  # no data columns reported
+    df = store.load_trials(tmp_path).set_index("task")
+    assert df["data_subset"].dtype == bool
+    assert df.loc["qnli", "data_subset"] and not df.loc["sst2", "data_subset"]
+    assert df.loc["qnli", "data_fingerprint"] == "ab" * 32 and pd.isna(df.loc["sst2",
+                                                                             "data_source"])
+    assert store.ran_on_subset(df.loc["qnli"]) and not store.ran_on_subset(df.loc["sst2"])
+    assert not store.ran_on_subset({"data_subset": None}) and not store.ran_on_subset({})
+    assert store.finished_data(tmp_path)[config.trial_id] == ("ab" * 32, seen["data_source"])
+
+    old = store.load_trials(OLD_STORE)  # written before the data columns existed
+    assert not old["data_subset"].any() and old["data_fingerprint"].isna().all()
+    assert set(store.finished_data(OLD_STORE).values()) == {(None, None)}

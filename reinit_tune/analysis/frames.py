@@ -4,18 +4,24 @@ Columns of the later experiment families (head reinitialization, permutations, v
 probing, sequential finetuning) read as null from rows written before those columns existed;
 they are filled with their neutral value, so every figure function works on any store. List columns
 come back from Parquet as arrays; here they become tuples, which compare and group.
+
+``split`` is the rule every figure and table follows: a point averages replicates (seeds) of
+one configuration, never runs that differ in anything else.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from reinit_tune import store
-from reinit_tune.analysis.stats import size_labels
+from reinit_tune.analysis.stats import size_label, size_labels
+from reinit_tune.config import LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
 
 # column -> value meaning "this trial does not use the feature"
 NEUTRAL = {
@@ -56,17 +62,177 @@ def normalize(trials: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def by_model(rows: pd.DataFrame, models: set[str] | None = None) -> pd.DataFrame:
-    """``rows`` with the model in the ``task`` label when the figure draws more than one
-    model (``models``, default those of ``rows``), so that no figure pools two models' runs
-    into one point ("sst2 · bert-base-cased")."""
-    models = set(rows["model"]) if models is None else models
-    if rows.empty or len(models) < 2:
-        return rows
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
+
+
+# A TrialConfig field stored in several columns (train_size: a count or a fraction).
+_COLUMNS_OF = {"train_size": ("train_size", "train_fraction")}
+# Row columns outside TrialConfig that still make two runs different experiments: the data
+# a run trained and was scored on.
+DATA_FIELDS = ("data_fingerprint",)
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrialConfig)}
+
+
+def identity_fields() -> list[str]:
+    """The fields whose values make two runs different experiments: every ``TrialConfig``
+    field but the replicate and label fields, plus the data fingerprint."""
+    skip = {*REPLICATE_FIELDS, *LABEL_FIELDS}
+    return [f.name for f in dataclasses.fields(TrialConfig) if f.name not in skip] + list(
+        DATA_FIELDS)
+
+
+def _value(row: dict, field: str):
+    """A field's value as a hashable key; a null config field reads as its default (rows
+    written before the field existed ran the default)."""
+    if field in _COLUMNS_OF:
+        return tuple(_plain(row.get(c)) for c in _COLUMNS_OF[field])
+    value = row.get(field)
+    if _missing(value):
+        value = _DEFAULTS.get(field)
+        if callable(value) or isinstance(value, dataclasses._MISSING_TYPE):
+            value = None
+    return _plain(value)
+
+
+def _plain(value):
+    """A hashable Python value: None for nulls, tuples for arrays, no numpy scalars."""
+    if _missing(value):
+        return None
+    value = _tuple(value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _short_model(model: str) -> str:
+    return str(model).rstrip("/").split("/")[-1]
+
+
+def _describe(field: str, value, row: dict) -> str:
+    """A split value in the words a legend or title uses ("lr 5e-05", "10 epochs")."""
+    words = {
+        "model": lambda v: _short_model(v),
+        "task": lambda v: str(v),
+        "train_size": lambda _: f"{size_label(store.stored_size(row))} examples",
+        "lr": lambda v: f"lr {v:g}",
+        "batch_size": lambda v: f"batch {v}",
+        "epochs": lambda v: f"{v} epoch{'s' if v != 1 else ''}",
+        "max_seq_length": lambda v: f"max {v} tokens",
+        "precision": lambda v: str(v),
+        "length_grouped": lambda v: "length-grouped" if v else "uniform batches",
+        "init_scheme": lambda v: f"init {v}",
+        "schedule": lambda v: f"{v} schedule",
+        "warmup_ratio": lambda v: f"warmup {v:g}",
+        "preserve_layernorm": lambda v: "LayerNorm preserved" if v else "LayerNorm redrawn",
+        "reinit_lr_multiplier": lambda v: f"LR x{v:g} on reinit. layers",
+        "intermediate_task": lambda v: f"after {v}" if v else "direct",
+        "probe_layer": lambda v: "finetuned" if v is None else f"probe of layer {v}",
+        "data_fingerprint": lambda v: f"data {str(v)[:8]}" if v else "data unrecorded",
+    }
+    if field in words:
+        return words[field](value)
+    return f"{field.replace('_', ' ')} {value}"
+
+
+def split(rows: pd.DataFrame, series: Iterable[str], x: Iterable[str] = ()) -> pd.DataFrame:
+    """The one rule every figure, table and summary follows: a point averages replicates
+    only.
+
+    ``series`` are the fields that pick a figure's panels and lines (e.g. task and
+    train_size for 003 Fig. 1), ``x`` those that place a point along a line (reinit_layers).
+    Every other identity field (``identity_fields``) that takes two values inside one series
+    (one line of one panel) would be averaged into a point or joined into a line: it is
+    split. Each row gets a ``setting`` label naming its values of the split fields ("lr
+    5e-05, 10 epochs"), and ``task`` becomes "task · setting", so every figure, which draws
+    one panel per task label, draws each setting apart; the plain task stays in
+    ``task_name``. Models are always split when there are several. A field that differs
+    only between series (003's 5 epochs at 500 examples, 3 at 5k) splits nothing
+    (``line_notes`` names its values for a panel's legend).
+
+    Identical runs stored under two experiment names (reused rows) count once.
+    ``attrs["split"]`` lists the split fields, ``attrs["per_series"]`` the others that vary.
+    """
     rows = rows.copy()
-    rows["task"] = [f"{t} · {str(m).rstrip('/').split('/')[-1]}"
-                    for t, m in zip(rows["task"], rows["model"], strict=True)]
+    series, x = list(series), set(x)
+    records = rows.to_dict("records")
+    if records:
+        # one run per configuration and seed: a reused row repeats its source's numbers
+        key = [tuple(_value(r, f) for f in (*identity_fields(), *REPLICATE_FIELDS))
+               for r in records]
+        reused = (rows["reused_from"].notna().to_numpy() if "reused_from" in rows
+                  else np.zeros(len(rows), dtype=bool))
+        first: dict = {}
+        for i in np.argsort(reused, kind="stable"):
+            first.setdefault(key[i], i)
+        keep = sorted(first.values())
+        rows = rows.iloc[keep].reset_index(drop=True)
+        records = [records[i] for i in keep]
+    groups = [tuple(_value(r, f) for f in series) for r in records]
+    fields, per_series = [], []
+    for f in identity_fields():
+        if f in series or f in x or not (f in rows or f in _COLUMNS_OF):
+            continue
+        values = [_value(r, f) for r in records]
+        if len(set(values)) < 2:
+            continue
+        within: dict = {}
+        for group, value in zip(groups, values, strict=True):
+            within.setdefault(group, set()).add(value)
+        mixed = f == "model" or any(len(v) > 1 for v in within.values())
+        (fields if mixed else per_series).append(f)
+    if "model" in fields:  # the model first: it is the largest difference
+        fields.remove("model")
+        fields.insert(0, "model")
+    settings = _labels(records, fields)
+    rows["setting"] = pd.Series(settings, index=rows.index, dtype=object)
+    rows["task_name"] = rows["task"].astype(object) if "task" in rows else None
+    if "task" in rows:
+        rows["task"] = pd.Series([f"{t} · {s}" if s else t for t, s in zip(
+            rows["task_name"], settings, strict=True)], index=rows.index, dtype=object)
+    rows.attrs["split"] = fields
+    rows.attrs["per_series"] = per_series
     return rows
+
+
+def _labels(records: list[dict], fields: list[str]) -> list[str]:
+    return [", ".join(_describe(f, _value(r, f), r) for f in fields) for r in records]
+
+
+def line_notes(rows: pd.DataFrame) -> pd.Series:
+    """For the rows of one panel: each row's values of the fields that differ between the
+    panel's lines (``split``'s ``per_series``, e.g. 5 epochs at 500 examples, 3 at 5k), for
+    its legend entry; empty where nothing differs inside the panel."""
+    records = rows.to_dict("records")
+    fields = [f for f in rows.attrs.get("per_series", [])
+              if len({_value(r, f) for r in records}) > 1]
+    return pd.Series(_labels(records, fields), index=rows.index, dtype=object)
+
+
+def split_note(fields: Iterable[str], per_series: Iterable[str] = ()) -> str:
+    """The caption's sentence on what was kept apart (``split``'s two lists)."""
+    fields, per_series = list(fields), list(per_series)
+    if fields:
+        text = ("Runs that differ in " + ", ".join(f.replace("_", " ") for f in fields)
+                + " are never averaged together: each value has its own panel, labelled by it; "
+                "a point averages runs that differ only in their seed.")
+    elif per_series:
+        text = "A point averages runs that differ only in their seed."
+    else:
+        return ("Every point averages runs that differ only in their seed (nothing else "
+                "varies among these rows).")
+    if per_series:
+        names = ", ".join(f.replace("_", " ") for f in per_series)
+        text += (f" {names[0].upper()}{names[1:]} differ only from one line or panel to "
+                 "another (each holds one value), as the grid prescribes.")
+    return text
+
+
+def models_of(rows: pd.DataFrame) -> str:
+    """'model: NAME' (or 'models: A, B') for a figure's title."""
+    models = sorted({_short_model(m) for m in rows["model"].dropna()}) if "model" in rows \
+        else []
+    if not models:
+        return ""
+    return ("model: " if len(models) == 1 else "models: ") + ", ".join(models)
 
 
 def ok(trials: pd.DataFrame, *experiments: str) -> pd.DataFrame:

@@ -16,16 +16,23 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
-from reinit_tune.analysis.plotting import n_label, per_setting, save
+from reinit_tune.analysis.plotting import n_label, per_setting, save, suptitle
 from reinit_tune.errors import NoResultsError
 
 SUMMARY = ["count", "mean", "std", "min", "25%", "50%", "75%", "max"]
 CELL_COLUMNS = ["task", "metric", "size", "layer", "head", "n", "diff", "score", "baseline"]
+# Panels per task and size, a cell per reinitialized (layer, head); the baseline reinitializes
+# nothing (reinit_layers and reinit_heads empty).
+SERIES, X = ("task", "train_size"), ("reinit_heads", "reinit_layers")
+
+
+def head_rows(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:
+    return frames.split(frames.ok(frames.normalize(trials), experiment), SERIES, X)
 
 
 def head_differences(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:
     """Per task, size, layer and head: n runs, mean score difference from the baseline."""
-    df = frames.by_model(frames.ok(frames.normalize(trials), experiment))
+    df = head_rows(trials, experiment)
     plain = df["reinit_layers"].map(len) == 0
     base = df[plain & (df["reinit_heads"].map(len) == 0)]
     single = df[plain & (df["reinit_heads"].map(len) == 1)].copy()
@@ -89,10 +96,12 @@ def plot_heads(trials: pd.DataFrame, out_dir: str | Path, name: str = "heads", *
         ax.set_title(f"{title}: {sub['metric'].iloc[0]} − baseline {baseline:.3f}\n"
                      f"({n_label(sub['n'])} runs/cell)", fontsize=9)
         fig.colorbar(image, ax=ax, fraction=0.04)
-    fig.suptitle("Attention-head reinitialization: difference from no reinitialization",
-                 fontsize=10)
+    rows = head_rows(trials, experiment)
+    suptitle(fig, "Attention-head reinitialization: difference from no reinitialization", rows,
+             10)
     cells.attrs["caption"] = (
         f"Rows read: `{experiment}` rows; each cell is the mean over "
         f"{n_label(cells['n']).removeprefix('n=')} runs of the score minus the no-reinit "
-        "baseline's of the same seed (its mean where that seed has none).")
+        "baseline's of the same seed (its mean where that seed has none). "
+        + frames.split_note(rows.attrs["split"], rows.attrs["per_series"]))
     return fig, save(fig, out_dir, name), cells

@@ -27,11 +27,13 @@ from reinit_tune.analysis.plotting import (
     reference_lines,
     save,
     style,
+    suptitle,
 )
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
 
 BLOCK = 3  # 003 §4: blocks of three consecutive layers
+SERIES, X = ("task", "train_size"), ("reinit_layers",)  # panels per task and size; bars
 FULL, EMBEDDINGS, REINIT, PRESERVED = ("full model", "embeddings only", "block reinitialized",
                                        "block preserved")
 
@@ -64,7 +66,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def localized_rows(trials: pd.DataFrame, experiment: str = "localized") -> pd.DataFrame:
-    return frames.by_model(_plain(frames.ok(frames.normalize(trials), experiment)))
+    return frames.split(_plain(frames.ok(frames.normalize(trials), experiment)), SERIES, X)
 
 
 def localized_table(trials: pd.DataFrame, block: int = BLOCK,
@@ -115,16 +117,21 @@ def plot_localized(trials: pd.DataFrame, out_dir: str | Path, name: str = "local
         ax.set_xticklabels([f"{b + 1}-{b + BLOCK}" for b in starts])
         reference_lines(ax, rows[rows["task"] == sub["task"].iloc[0]])
         style(ax, xlabel="layers of the block", ylabel=metric_label(sub), title=title, grid="y")
-    fig.suptitle("Localized reinitialization (mean, 95% t-interval)", fontsize=10)
+    suptitle(fig, "Localized reinitialization (mean, 95% t-interval)", rows, 10)
     table.attrs["caption"] = caption(table, f"`{experiment}` rows, each counted in every role "
-                                     "its reinit_layers plays")
+                                     "its reinit_layers plays", rows)
     return fig, save(fig, out_dir, name), table
+
+
+def single_layer_rows(trials: pd.DataFrame, experiment: str = "single_layer"
+                      ) -> pd.DataFrame:
+    df = _plain(frames.ok(frames.normalize(trials), experiment))
+    return frames.split(df[df["reinit_layers"].map(len) <= 1], SERIES, X)
 
 
 def single_layer_table(trials: pd.DataFrame, experiment: str = "single_layer") -> pd.DataFrame:
     """Per task, size and reinitialized layer (1-based; 0 = none, the full model)."""
-    df = frames.by_model(_plain(frames.ok(frames.normalize(trials), experiment)))
-    df = df[df["reinit_layers"].map(len) <= 1].copy()
+    df = single_layer_rows(trials, experiment)
     cols = ["task", "metric", "size", "layer"]
     if df.empty:
         return pd.DataFrame(columns=[*cols, "n", "mean", "std", "ci_low", "ci_high"])
@@ -135,7 +142,7 @@ def single_layer_table(trials: pd.DataFrame, experiment: str = "single_layer") -
 def plot_single_layer(trials: pd.DataFrame, out_dir: str | Path, name: str = "single_layer",
                       *, experiment: str = "single_layer"):
     table = single_layer_table(trials, experiment)
-    rows = frames.by_model(frames.ok(frames.normalize(trials), experiment))
+    rows = single_layer_rows(trials, experiment)
     layers = table[table["layer"] > 0]
     if layers.empty:
         raise NoResultsError("no single-layer reinitialization trials in the store")
@@ -151,6 +158,6 @@ def plot_single_layer(trials: pd.DataFrame, out_dir: str | Path, name: str = "si
         ax.set_xticks(sorted(sub.loc[sub["layer"] > 0, "layer"]))
         reference_lines(ax, rows[rows["task"] == sub["task"].iloc[0]])
         style(ax, xlabel="reinitialized layer", ylabel=metric_label(sub), title=title)
-    fig.suptitle("Single-layer reinitialization (mean, 95% t-interval)", fontsize=10)
-    table.attrs["caption"] = caption(table, f"`{experiment}` rows")
+    suptitle(fig, "Single-layer reinitialization (mean, 95% t-interval)", rows, 10)
+    table.attrs["caption"] = caption(table, f"`{experiment}` rows", rows)
     return fig, save(fig, out_dir, name), table

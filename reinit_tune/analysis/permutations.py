@@ -27,12 +27,16 @@ from reinit_tune.analysis.plotting import (
     reference_lines,
     save,
     style,
+    suptitle,
 )
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
 from reinit_tune.tasks import TASKS
 
 ORIGINAL, SCRATCH, PERMUTED = "original order", "all reinitialized", "permuted"
+# Panels per task and size; the role (permuted, original, all reinitialized) comes from the
+# layer order and reinitialized layers; permutation n is drawn from seed n (003 §5).
+SERIES, X = ("task", "train_size"), ("reinit_layers", "layer_order")
 
 
 def role(row) -> str | None:
@@ -47,9 +51,11 @@ def role(row) -> str | None:
 
 def permutation_rows(trials: pd.DataFrame, experiment: str = "permutations") -> pd.DataFrame:
     """Successful ``permutations`` trials with a ``role`` column."""
-    df = frames.by_model(frames.ok(frames.normalize(trials), experiment))
+    df = frames.split(frames.ok(frames.normalize(trials), experiment), SERIES, X)
     df["role"] = [role(r) for r in df.to_dict("records")]
-    return df[df["role"].notna()].reset_index(drop=True)
+    kept = df[df["role"].notna()].reset_index(drop=True)
+    kept.attrs["split"] = df.attrs["split"]
+    return kept
 
 
 def permutation_table(trials: pd.DataFrame, experiment: str = "permutations") -> pd.DataFrame:
@@ -102,9 +108,10 @@ def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "pe
         reference_lines(ax, pts)
         style(ax, xlabel="permutation (run)", ylabel=metric_label(pts), title=title, grid=None,
               legend=6)
-    fig.suptitle("Layer permutations (±2σ bands; right: kernel density)", fontsize=9)
+    suptitle(fig, "Layer permutations (±2σ bands; right: kernel density)", rows)
     table.attrs["caption"] = caption(table, f"`{experiment}` rows: each circle one "
-                                     "permutation's run; the baselines' runs of the same sweep")
+                                     "permutation's run; the baselines' runs of the same sweep",
+                                     rows)
     return fig, save(fig, out_dir, name), table
 
 
@@ -116,7 +123,10 @@ def permutation_correlations(trials: pd.DataFrame, experiment: str = "permutatio
     perms = perms[perms["role"] == PERMUTED]
     cols = ["task_a", "task_b", "size", "n", "spearman", "spearman_p", "pearson", "pearson_p"]
     out = []
-    for size, group in perms.groupby("size", sort=True):
+    for (size, setting), group in perms.groupby(["size", "setting"], sort=True):
+        # tasks paired within one setting; the plain task names, the setting in the size
+        size = f"{size}, {setting}" if setting else size
+        group = group.assign(task=group["task_name"])
         scores = group.groupby(["task", "layer_order", "seed"])["score"].mean()
         present = set(group["task"])  # pairs in the papers' task order, not the store's
         tasks = [t for t in TASKS if t in present] + sorted(present - set(TASKS))

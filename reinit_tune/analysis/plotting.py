@@ -3,11 +3,14 @@ lines with 95% t-interval bars, and the "n per point" labels every figure carrie
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from reinit_tune.analysis.frames import models_of, split_note
 
 PANEL_W, PANEL_H = 4.2, 3.6
 
@@ -36,7 +39,7 @@ def per_setting(table: pd.DataFrame, *, present: pd.DataFrame | None = None, **p
     keys = list((table if present is None else present).groupby(["task", "size"],
                                                                 sort=True).groups)
     fig, axes = panels(len(keys), **panel_args)
-    columns = [(col, f"{task.upper()}, {size} examples",
+    columns = [(col, f"{panel_title(task)}, {size} examples",
                 table[(table["task"] == task) & (table["size"] == size)])
                for col, (task, size) in enumerate(keys)]
     return fig, axes, columns
@@ -105,10 +108,39 @@ def reference_lines(ax, rows: pd.DataFrame) -> None:
             ax.axhline(value, ls=line, color="0.45", lw=0.9, label=f"{label} ({value:.3f})")
 
 
-def caption(table: pd.DataFrame, reads: str) -> str:
-    """A figure's caption: the rows it reads and how many runs each point averages."""
+def panel_title(task: str) -> str:
+    """A panel's title from a task label: the task in capitals, a split setting as written
+    ("SST2 · lr 5e-05")."""
+    name, _, setting = str(task).partition(" · ")
+    if not setting:
+        return name.upper()
+    # a long setting wraps so that the title stays within its panel
+    return "\n".join(textwrap.wrap(f"{name.upper()} · {setting}", 44))
+
+
+def suptitle(fig, text: str, rows: pd.DataFrame, fontsize: float = 9) -> None:
+    """The figure's title, naming the model(s) its rows come from."""
+    models = models_of(rows)
+    fig.suptitle(f"{text}; {models}" if models else text, fontsize=fontsize)
+
+
+def caption(table: pd.DataFrame, reads: str, rows: pd.DataFrame | None = None) -> str:
+    """A figure's caption: the rows it reads, how many runs each point averages, what was
+    kept apart (the split fields of ``rows``, the output of ``frames.split``), where
+    intervals were clipped and whether runs trained on a local subset of the data."""
+    attrs = rows.attrs if rows is not None else {}
     runs = f"the mean of {n_label(table['n']).removeprefix('n=')} runs" if "n" in table \
         else "one run"
-    return (f"Rows read: {reads}. Each point is {runs}, with its 95% t-interval (003 App. B) "
-            "where there are two runs or more. Dotted: the dev majority-class score; "
-            "dash-dot: chance.")
+    text = (f"Rows read: {reads}. Each point is {runs}, with its 95% t-interval (003 App. B) "
+            "where there are two runs or more. "
+            + split_note(attrs.get("split", []), attrs.get("per_series", [])))
+    if "ci_clipped" in table and table["ci_clipped"].fillna(False).astype(bool).any():
+        clipped = int(table["ci_clipped"].fillna(False).astype(bool).sum())
+        text += (f" At {clipped} point{'s' if clipped > 1 else ''} the t-interval reaches past "
+                 "what the metric can take (few runs, a wide interval) and is clipped to the "
+                 "metric's range.")
+    if rows is not None and "data_subset" in rows and rows["data_subset"].fillna(
+            False).astype(bool).any():
+        text += (" Some runs trained on a local subset of the official train split "
+                 "(--allow-subset): their train sizes are the counts actually used.")
+    return text + " Dotted: the dev majority-class score; dash-dot: chance."

@@ -20,20 +20,25 @@ from reinit_tune.analysis.plotting import (
     ci_yerr,
     metric_label,
     n_label,
+    panel_title,
     panels,
     per_setting,
     pyplot,
     reference_lines,
     save,
     style,
+    suptitle,
 )
 from reinit_tune.analysis.stats import size_labels, summarize
 from reinit_tune.errors import NoResultsError
 
 SCATTER_MIN_SEEDS = 10  # scatter individual seeds when a point averages at least this many
 SMALL_DATA = 500  # 003 App. B: the 500-example regime (50 runs)
-COLUMNS = ["task", "metric", "size", "train_examples", "k", "n", "mean", "std", "ci_low",
-           "ci_high", "curve"]
+COLUMNS = ["task", "setting", "metric", "size", "train_examples", "k", "n", "mean", "std", "ci_low",
+           "ci_high", "ci_clipped", "curve"]
+# What the figures lay out (``frames.split``): a panel per task, a line per train size, k on
+# the x axis; probing curves by the probed layer. Every other field that varies splits panels.
+SERIES, X, PROBE_X = ("task", "train_size"), ("reinit_layers",), ("probe_layer",)
 
 
 def with_metrics(df: pd.DataFrame, metrics: dict[str, str] | None) -> pd.DataFrame:
@@ -55,7 +60,7 @@ def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
     df = df.copy()
     df["size"] = size_labels(df)
     df["k"] = df[k_column].astype(int)
-    table = summarize(df, ["task", "metric", "size", "k"])
+    table = summarize(df, ["task", "setting", "metric", "size", "k"])
     examples = df.groupby(["task", "size"])["train_examples"].median().rename("train_examples")
     table = table.join(examples, on=["task", "size"])
     table["curve"] = curve
@@ -63,25 +68,41 @@ def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
 
 
 def _rows(trials: pd.DataFrame, experiment: str, metrics: dict[str, str] | None = None,
-          models: set[str] | None = None) -> pd.DataFrame:
+          ) -> pd.DataFrame:
     rows = with_metrics(frames.ok(frames.normalize(trials), experiment), metrics)
-    return frames.by_model(rows, models)
+    return frames.split(rows, SERIES, X)
 
 
 def progressive_table(trials: pd.DataFrame, experiment: str = "progressive",
-                      metrics: dict[str, str] | None = None,
-                      models: set[str] | None = None) -> pd.DataFrame:
+                      metrics: dict[str, str] | None = None) -> pd.DataFrame:
     """Per task, train size and k: n, mean score, std and 95% CI of the successful trials of
-    ``experiment`` (``metrics``: see ``with_metrics``)."""
-    return _curve_table(_rows(trials, experiment, metrics, models), "num_pretrained_layers",
+    ``experiment`` (``metrics``: see ``with_metrics``), one task label per setting that
+    differs in anything but the seed (``frames.split``)."""
+    return _curve_table(_rows(trials, experiment, metrics), "num_pretrained_layers",
                         "finetune")
 
 
-def probing_table(trials: pd.DataFrame, experiment: str = "probing",
-                  models: set[str] | None = None) -> pd.DataFrame:
+def _probe_rows(trials: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    rows = frames.ok(frames.normalize(trials), experiment)
+    return frames.split(rows[rows["probe_layer"].notna()], SERIES, PROBE_X)
+
+
+def probing_table(trials: pd.DataFrame, experiment: str = "probing") -> pd.DataFrame:
     """Per task, train size and probed layer k (0 = embeddings .. L): the probe's score."""
-    df = _rows(trials, experiment, models=models)
-    return _curve_table(df[df["probe_layer"].notna()], "probe_layer", "probe")
+    return _curve_table(_probe_rows(trials, experiment), "probe_layer", "probe")
+
+
+def _overlay(probes: pd.DataFrame, panels_of: pd.DataFrame) -> pd.DataFrame:
+    """The probing rows drawn on each finetuning panel: those of the panel's task and model
+    (probes are their own experiment: their settings are never pooled with each other, and
+    each setting is its own dashed line). ``task`` is the panel's label."""
+    drawn = []
+    for label, panel in panels_of.groupby("task", sort=False):
+        mine = probes[(probes["task_name"] == panel["task_name"].iloc[0])
+                      & probes["model"].isin(set(panel["model"]))]
+        if not mine.empty:
+            drawn.append(mine.assign(task=label))
+    return pd.concat(drawn, ignore_index=True) if drawn else probes.iloc[:0]
 
 
 def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "progressive", *,
@@ -91,49 +112,54 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
     returns (figure, [png, pdf paths], table plotted: finetuning rows with ``curve``
     "finetune" and the probing overlay with ``curve`` "probe")."""
     plt = pyplot()
-    ok = frames.ok(trials, experiment)
+    ok = _rows(trials, experiment, metrics)
     if ok.empty:
         raise NoResultsError(f"no successful {experiment} trials in the store")
-    # Probing rows overlay the finetuning curves of the same model and task only.
-    probe_rows = frames.ok(trials, probing) if probing else ok.iloc[:0]
-    probe_rows = probe_rows[probe_rows["model"].isin(set(ok["model"]))]
-    models = set(ok["model"])
-    table = progressive_table(trials, experiment, metrics, models)
-    probes = probing_table(probe_rows, probing, models) if probing else probing_table(
-        trials.iloc[:0])
-    ok = _rows(trials, experiment, metrics, models)
+    table = _curve_table(ok, "num_pretrained_layers", "finetune")
+    probe_rows = _probe_rows(trials, probing) if probing else ok.iloc[:0]
+    probe_rows = _overlay(probe_rows, ok) if not probe_rows.empty else probe_rows
+    probes = _curve_table(probe_rows, "probe_layer", "probe")
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
         sub = table[table["task"] == task]
+        panel = ok[ok["task"] == task]
+        panel.attrs = ok.attrs
+        notes = frames.line_notes(panel).reindex(ok.index, fill_value="")
         sizes = sub.sort_values("train_examples")["size"].unique().tolist()
         shades = np.linspace(0.35, 0.95, len(sizes)) if len(sizes) > 1 else [0.8]
         colors = {size: plt.cm.Blues(shade) for size, shade in zip(sizes, shades, strict=True)}
         for size in sizes:
             line = sub[sub["size"] == size].sort_values("k")
+            note = notes[(ok["task"] == task) & (ok["size"] == size)]
+            note = f", {note.iloc[0]}" if len(note) and note.iloc[0] else ""
             ax.errorbar(line["k"], line["mean"], yerr=ci_yerr(line), color=colors[size],
                         marker="o", ms=4, capsize=3,
-                        label=f"{size} examples ({n_label(line['n'])}/pt)")
+                        label=f"{size} examples{note} ({n_label(line['n'])}/pt)")
             if line["n"].max() >= SCATTER_MIN_SEEDS:
                 pts = ok[(ok["task"] == task) & (size_labels(ok) == size)]
                 jitter = np.random.default_rng(0).uniform(-0.12, 0.12, len(pts))
                 ax.scatter(pts["num_pretrained_layers"] + jitter, pts["score"], s=6,
                            color=colors[size], alpha=0.35, linewidths=0)
-        for size, line in probes[probes["task"] == task].groupby("size", sort=False):
+        for (size, setting), line in probes[probes["task"] == task].groupby(
+                ["size", "setting"], sort=False):
             line = line.sort_values("k")
             ax.errorbar(line["k"], line["mean"], yerr=ci_yerr(line), ls="--", marker="s", ms=3,
                         capsize=2, color=colors.get(size, "0.35"),
-                        label=f"probe, {size} examples ({n_label(line['n'])}/pt)")
+                        label=f"probe, {size} examples{', ' + setting if setting else ''} "
+                              f"({n_label(line['n'])}/pt)")
         n_layers = int(ok.loc[ok["task"] == task, "num_layers"].max())
         reference_lines(ax, ok[ok["task"] == task])
         ax.set_xticks(range(0, n_layers + 1))
         style(ax, xlabel="k (pretrained layers kept; k+1..L reinitialized)",
-              ylabel=metric_label(sub), title=task.upper())
-    fig.suptitle("Progressive reinit. (mean, 95% t-CI)"
-                 + ("; dashed: probing" if not probes.empty else ""), fontsize=9)
-    plotted = pd.concat([table, probes], ignore_index=True)
+              ylabel=metric_label(sub), title=panel_title(task))
+    suptitle(fig, "Progressive reinit. (mean, 95% t-CI)"
+             + ("; dashed: probing" if not probes.empty else ""), ok)
+    # concatenating an empty frame would make every column an object column
+    plotted = pd.concat([table, probes], ignore_index=True) if not probes.empty else table
     plotted.attrs["caption"] = caption(plotted, f"`{experiment}` rows" + (
-        f"; dashed: `{probing}` rows of the same model" if not probes.empty else ""))
+        f"; dashed: `{probing}` rows of the same model and task" if not probes.empty else ""),
+        ok)
     return fig, save(fig, out_dir, name), plotted
 
 
@@ -144,7 +170,7 @@ def plot_probing(trials: pd.DataFrame, out_dir: str | Path, name: str = "probing
     table = probing_table(trials, experiment)
     if table.empty:
         raise NoResultsError(f"no successful {experiment} trials in the store")
-    rows = _rows(trials, experiment)
+    rows = _probe_rows(trials, experiment)
     tasks = list(dict.fromkeys(table["task"]))
     fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
@@ -155,9 +181,9 @@ def plot_probing(trials: pd.DataFrame, out_dir: str | Path, name: str = "probing
                         capsize=2, label=f"{size} examples ({n_label(line['n'])}/pt)")
         reference_lines(ax, rows[rows["task"] == task])
         style(ax, xlabel="layers kept (probe on hidden state k; 0 = embeddings)",
-              ylabel=metric_label(sub), title=task.upper())
-    fig.suptitle("Linear probe on the frozen encoder's layer k (mean, 95% t-CI)", fontsize=9)
-    table.attrs["caption"] = caption(table, f"`{experiment}` rows")
+              ylabel=metric_label(sub), title=panel_title(task))
+    suptitle(fig, "Linear probe on the frozen encoder's layer k (mean, 95% t-CI)", rows)
+    table.attrs["caption"] = caption(table, f"`{experiment}` rows", rows)
     return fig, save(fig, out_dir, name), table
 
 
@@ -166,7 +192,9 @@ def plot_step_losses(trials: pd.DataFrame, steps: pd.DataFrame, out_dir: str | P
                      line: str = "num_pretrained_layers"):
     """Training loss against iteration (001 Figs 1, 4), one panel per task, one line per
     value of ``line`` (k, or the intermediate task), averaged over runs at each step."""
-    ok = frames.by_model(frames.ok(frames.normalize(trials), experiment))
+    # a line per task and k (or intermediate task); other sizes or settings are split
+    ok = frames.split(frames.ok(frames.normalize(trials), experiment),
+                      ("task", "reinit_layers", "intermediate_task"))
     df = steps.merge(ok[["trial_id", "task", line]], on="trial_id")
     if df.empty:
         raise NoResultsError(f"no per-step losses of {experiment} trials in the store (run it "
@@ -182,11 +210,12 @@ def plot_step_losses(trials: pd.DataFrame, steps: pd.DataFrame, out_dir: str | P
             ax.plot(curve["step"], curve["mean"], lw=1,
                     label=f"{line.replace('_', ' ')} {value} ({n_label(curve['n'])}/pt)")
         style(ax, xlabel="iteration (optimizer step)", ylabel="training loss",
-              title=task.upper(), legend=6)
-    fig.suptitle("Training loss per iteration", fontsize=9)
+              title=panel_title(task), legend=6)
+    suptitle(fig, "Training loss per iteration", ok)
     table.attrs["caption"] = (f"Rows read: the per-step losses of `{experiment}` trials. Each "
                               "point is the loss of one step's batch, averaged over the runs "
-                              f"that logged it ({n_label(table['n'])}).")
+                              f"that logged it ({n_label(table['n'])}). "
+                              + frames.split_note(ok.attrs["split"], ok.attrs["per_series"]))
     return fig, save(fig, out_dir, name), table
 
 
@@ -199,7 +228,7 @@ def small_data_rows(trials: pd.DataFrame) -> pd.DataFrame:
         rows = frames.ok(trials, "progressive")
         rows = rows[rows["train_examples"] <= SMALL_DATA]
         source = "progressive (<= 500 examples)"
-    rows = frames.by_model(rows).copy()
+    rows = frames.split(rows, SERIES, X)
     rows["source"] = source
     rows["size"] = size_labels(rows)
     rows["k"] = rows["num_pretrained_layers"].astype(int)
@@ -226,6 +255,6 @@ def plot_small_data(trials: pd.DataFrame, out_dir: str | Path, name: str = "smal
         reference_lines(ax, pts)
         ax.set_xticks(sorted(pts["k"].unique()))
         style(ax, xlabel="k (pretrained layers kept)", ylabel=metric_label(line), title=title)
-    fig.suptitle("Small-data runs: each dot one run (seed = train subset)", fontsize=10)
-    table.attrs["caption"] = caption(table, f"`{rows['source'].iloc[0]}` rows")
+    suptitle(fig, "Small-data runs: each dot one run (seed = train subset)", rows, 10)
+    table.attrs["caption"] = caption(table, f"`{rows['source'].iloc[0]}` rows", rows)
     return fig, save(fig, out_dir, name), table

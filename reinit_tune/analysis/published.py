@@ -118,56 +118,84 @@ def _table_1(store: frames.Store, experiment: str) -> pd.DataFrame:
     return merged[[c for c in order if c in merged]]
 
 
-def _sequential(store: frames.Store, experiment: str) -> pd.DataFrame:
-    ours = sequential.sequential_table(store.trials, experiment)
+def _settings(labels: pd.Series) -> list[str]:
+    """The split settings of task labels ("rte · lr 5e-05" → "lr 5e-05"); [""] for none."""
+    found = list(dict.fromkeys(str(t).partition(" · ")[2] for t in labels))
+    return found or [""]
+
+
+def _sequential(store: frames.Store, experiment: str, best_of: int | None) -> pd.DataFrame:
+    ours = sequential.sequential_table(store.trials, experiment, best_of)
     rows = []
-    for final, row in SEQUENTIAL_001.items():
-        for intermediate, value in row.items():
-            mine = ours[(ours["final"] == final) & (ours["intermediate"] == intermediate)]
-            rows.append({"final": final, "intermediate": intermediate, "001": value,
-                         "ours": mine["mean"].iloc[0] if len(mine) else None,
-                         "ours n": int(mine["n"].iloc[0]) if len(mine) else 0})
-    return pd.DataFrame(rows)
+    for setting in list(dict.fromkeys(ours["setting"])) or [""]:
+        mine_all = ours[ours["setting"] == setting]
+        for final, row in SEQUENTIAL_001.items():
+            for intermediate, value in row.items():
+                mine = mine_all[(mine_all["final"] == final)
+                                & (mine_all["intermediate"] == intermediate)]
+                rows.append({"setting": setting, "final": final, "intermediate": intermediate,
+                             "001": value, "ours": mine["mean"].iloc[0] if len(mine) else None,
+                             "ours n": int(mine["n"].iloc[0]) if len(mine) else 0})
+    return _drop_empty_setting(pd.DataFrame(rows))
+
+
+def _drop_empty_setting(table: pd.DataFrame) -> pd.DataFrame:
+    """No setting column where the rows hold a single configuration."""
+    if "setting" in table and (table["setting"] == "").all():
+        return table.drop(columns="setting")
+    return table
 
 
 def _heads(store: frames.Store, experiment: str) -> pd.DataFrame:
     ours = heads.head_differences(store.trials, experiment)
     rows = []
-    for task, layers in HEAD_DIFFS_001.items():
-        for layer, diffs in layers.items():
-            for head, value in enumerate(diffs, start=1):
-                # 001's layers 1, 2, 11, 12 of 12; ours are numbered 1..L as well
-                mine = ours[(ours["task"] == task) & (ours["layer"] == layer)
-                            & (ours["head"] == head)]
-                rows.append({"task": task, "layer": layer, "head": head, "001 diff": value,
-                             "ours diff": mine["diff"].iloc[0] if len(mine) else None,
-                             "001 baseline": HEAD_BASELINES_001[task],
-                             "ours baseline": mine["baseline"].iloc[0] if len(mine) else None})
-    return pd.DataFrame(rows)
+    for setting in _settings(ours["task"]):
+        for task, layers in HEAD_DIFFS_001.items():
+            label = f"{task} · {setting}" if setting else task
+            for layer, diffs in layers.items():
+                for head, value in enumerate(diffs, start=1):
+                    # 001's layers 1, 2, 11, 12 of 12; ours are numbered 1..L as well
+                    mine = ours[(ours["task"] == label) & (ours["layer"] == layer)
+                                & (ours["head"] == head)]
+                    rows.append({"setting": setting, "task": task, "layer": layer,
+                                 "head": head, "001 diff": value,
+                                 "ours diff": mine["diff"].iloc[0] if len(mine) else None,
+                                 "001 baseline": HEAD_BASELINES_001[task],
+                                 "ours baseline": mine["baseline"].iloc[0] if len(mine)
+                                 else None})
+    return _drop_empty_setting(pd.DataFrame(rows))
 
 
 def _mrpc(store: frames.Store, experiment: str) -> pd.DataFrame:
     ok = frames.ok(store.trials, experiment)
-    mrpc = ok[ok["task"] == "mrpc"]
-    table = MRPC_001.copy()
-    full = mrpc[mrpc["num_pretrained_layers"] == mrpc["num_layers"]]
-    reinit = mrpc[mrpc["num_pretrained_layers"] < mrpc["num_layers"]]
-    table["ours: no reinit"] = [full[f"eval_{m}"].mean() if len(full) else None
-                                for m in table["metric"]]
-    table["ours: reinit any k (mean)"] = [reinit[f"eval_{m}"].mean() if len(reinit) else None
-                                          for m in table["metric"]]
-    return table
+    mrpc = frames.split(ok[ok["task"] == "mrpc"], ("task", "train_size"),
+                        ("reinit_layers",))
+    tables = []
+    for setting in list(dict.fromkeys(mrpc["setting"])) or [""]:
+        rows = mrpc[mrpc["setting"] == setting]
+        table = MRPC_001.copy()
+        table.insert(0, "setting", setting)
+        full = rows[rows["num_pretrained_layers"] == rows["num_layers"]]
+        reinit = rows[rows["num_pretrained_layers"] < rows["num_layers"]]
+        table["ours: no reinit"] = [full[f"eval_{m}"].mean() if len(full) else None
+                                    for m in table["metric"]]
+        table["ours: reinit any k (mean)"] = [reinit[f"eval_{m}"].mean() if len(reinit)
+                                              else None for m in table["metric"]]
+        tables.append(table)
+    return _drop_empty_setting(pd.concat(tables, ignore_index=True))
 
 
-def beside(key: str, store: frames.Store) -> dict[str, pd.DataFrame]:
+def beside(key: str, store: frames.Store, best_of: int | None = None
+           ) -> dict[str, pd.DataFrame]:
     """The published numbers of the figure ``key`` next to ours (empty where the paper
-    prints none)."""
+    prints none), aggregated as the figure is (``best_of``: see ``sequential``); one block
+    of rows per setting where the store holds several (``frames.split``)."""
     if key in ("permutations", "003-permutations-authors"):
         return {"003 Table 1 (N = 10) beside ours": _table_1(store, key)}
     if key in ("sequential", "001-sequential"):
         return {"001 §5.5 (its Figure 2) beside ours: final task after the intermediate one "
                 "(001 gives MRPC's baseline as 0.776 here and 0.777 in §6.1)":
-                _sequential(store, key)}
+                _sequential(store, key, best_of)}
     if key in ("heads", "001-heads"):
         return {"001 Figs 5-6 and §5.7 baselines beside ours (001 labels the CoLA baseline a "
                 "correlation and STS-B's an MCC; swapped here)": _heads(store, key)}

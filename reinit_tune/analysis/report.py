@@ -21,6 +21,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from reinit_tune import families, sanity, store
@@ -107,24 +108,65 @@ color:#222}
 h1{margin-bottom:0}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
 .source{color:#666;font-size:.9em}figure{margin:1em 0}img{max-width:100%;
 border:1px solid #eee}
+.table-wrap{max-width:100%;overflow-x:auto}
 table{border-collapse:collapse;font-size:.8em;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:2px 6px;text-align:right}th{background:#f4f4f4}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:right;vertical-align:top}
+th{background:#f4f4f4}.text{text-align:left}td.text{overflow-wrap:anywhere;min-width:6em;
+max-width:40em}td.key{text-align:left;white-space:nowrap}
 .missing li{margin:.2em 0}.failed{color:#a00;white-space:pre-wrap}details{margin:.5em 0}
+summary{cursor:pointer}
 .warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em}
 .paper{font-style:italic;color:#444}figcaption{font-size:.85em;color:#333}
 """
 
 
-def _table_html(df: pd.DataFrame) -> str:
+def _cell_text(value) -> str:
+    """One table cell as text: nothing for a missing value (see ``explore.missing``)."""
+    if explore.missing(value):
+        return ""
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, float | np.floating):
+        return f"{value:.4g}"
+    if isinstance(value, list | tuple | np.ndarray):
+        return ", ".join(_cell_text(v) for v in value)
+    return str(value)
+
+
+def _table_html(df: pd.DataFrame, wrap: bool = False) -> str:
+    """``df`` as an HTML table that fits the page: in a container that scrolls sideways when
+    the table is wider than the page, its text cells wrapped (with ``wrap``, every cell)."""
     shown = df.head(MAX_TABLE_ROWS)
     note = (f"<p>first {MAX_TABLE_ROWS} of {len(df)} rows</p>"
             if len(df) > MAX_TABLE_ROWS else "")
-    return shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", na_rep="",
-                         border=0) + note
+    text = [c for c in shown.columns
+            if wrap or not (pd.api.types.is_numeric_dtype(shown[c])
+                            or pd.api.types.is_bool_dtype(shown[c]))]
+    head = "".join(f"<th{' class=text' if c in text else ''}>{html.escape(str(c))}</th>"
+                   for c in shown.columns)
+    # With ``wrap`` the first column names the row (a field, a library): never broken.
+    css = {c: " class=key" if wrap and i == 0 else " class=text" if c in text else ""
+           for i, c in enumerate(shown.columns)}
+    body = "".join(
+        "<tr>" + "".join(f"<td{css[c]}>{html.escape(_cell_text(v))}</td>"
+                         for c, v in zip(shown.columns, values, strict=True)) + "</tr>"
+        for values in shown.itertuples(index=False, name=None))
+    return (f"<div class='table-wrap'><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table></div>{note}")
 
 
 def _text(df: pd.DataFrame) -> str:
-    return df.to_string(index=False, float_format=lambda v: f"{v:.4f}")
+    """A table as printed under ``--only``: counts as whole numbers (a median of example
+    counts is a float column), scores to 4 decimals, nothing for a missing value."""
+    df = df.infer_objects()
+    df = df[[c for c in df.columns if df.empty or not all(v == "" for v in df[c])]]
+    for column in df.columns:
+        values = df[column]
+        if values.dtype.kind == "f" and values.notna().any() and (
+                values.dropna() % 1 == 0).all() and column not in ("mean", "std", "ci_low",
+                                                                  "ci_high", "score"):
+            df[column] = ["" if pd.isna(v) else str(int(v)) for v in values]
+    return df.to_string(index=False, float_format=lambda v: f"{v:.4f}", na_rep="")
 
 
 def _image(path: Path) -> str:
@@ -133,29 +175,33 @@ def _image(path: Path) -> str:
 
 
 def _fmt(value) -> str:
-    if value is None or (isinstance(value, float) and pd.isna(value)):
+    if explore.missing(value):
         return "-"
-    if isinstance(value, float) and value.is_integer() and abs(value) >= 1:
+    if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, list | tuple | np.ndarray):
+        return "[" + ",".join(_fmt(v) for v in value) + "]"
     return str(value)
 
 
 def _config_summary(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per experiment: trial counts and the distinct values of every config field."""
-    rows = []
+    """Per config field, a row: its distinct values in each experiment (a column each), so
+    the table grows down with the fields, not across the page."""
+    columns = {}
     fields = [f.name for f in dataclasses.fields(TrialConfig) if f.name != "experiment"]
     fields += [c for c in frames.NEUTRAL if c not in fields]
     for experiment, group in trials.groupby("experiment", sort=True):
-        row = {"experiment": experiment, "ok": int((group["status"] == "ok").sum()),
-               "error": int((group["status"] == "error").sum())}
+        column = {"trials ok": str(int((group["status"] == "ok").sum())),
+                  "trials failed": str(int((group["status"] == "error").sum()))}
         for name in fields:
             if name not in group:
                 continue
             values = sorted({_fmt(v) for v in group[name]}, key=lambda v: (len(v), v))
-            row[name] = ", ".join(values[:12]) + (f" (+{len(values) - 12})"
-                                                   if len(values) > 12 else "")
-        rows.append(row)
-    return pd.DataFrame(rows)
+            column[name] = ", ".join(values[:12]) + (f" (+{len(values) - 12})"
+                                                      if len(values) > 12 else "")
+        columns[experiment] = column
+    table = pd.DataFrame(columns)
+    return table.rename_axis("field").reset_index()
 
 
 def _versions(trials: pd.DataFrame) -> pd.DataFrame:
@@ -178,18 +224,55 @@ def _figure_html(f: Figure) -> str:
             f"{_table_html(f.table)}</details>")
 
 
+def _overlaid(section: Section) -> bool:
+    """Whether a figure of ``section`` drew the probing curves over the finetuning ones."""
+    return any("curve" in f.table and (f.table["curve"] == "probe").any()
+               for f in section.figures)
+
+
+def section_title(section: Section) -> str:
+    """The heading of a section: its spec's title, which claims the probing overlay only
+    where the figure drew one (a store without probing rows has no dashed curves)."""
+    return section.title + (", with probing overlaid" if _overlaid(section) else "")
+
+
+DEGENERATE_COLUMNS = {"experiment": "experiment", "task": "task", "train_size": "size",
+                      "model": "model", "configuration": "configuration", "runs": "runs",
+                      "majority_runs": "at majority rate",
+                      "minority_runs": "at 1 - majority rate", "scores": "scores",
+                      "majority_score": "majority rate", "why": "why"}
+
+
+def _degenerate_html(trials: pd.DataFrame) -> str:
+    groups = sanity.degenerate_groups(trials)
+    if groups.empty:
+        return ""
+    heads = [line for line in sanity.warnings(trials, limit=0) if not line.startswith(" ")
+             and not line.startswith("...")]
+    table = _table_html(groups[list(DEGENERATE_COLUMNS)].rename(columns=DEGENERATE_COLUMNS))
+    many = len(groups) > 12  # a long list would push the figures off the first screen
+    return ("<div class='warn' id='degenerate'><b>Results that are not results</b><ul>"
+            + "".join(f"<li>{html.escape(line)}</li>" for line in heads) + "</ul>"
+            + f"<details{'' if many else ' open'}><summary>the {len(groups)} configurations, "
+            "one row each (seeds together)</summary>" + table + "</details></div>")
+
+
 def render(sections_: list[Section], data: frames.Store, results_dir: Path,
-           unreadable: list[Path] | None = None) -> str:
+           unreadable: list[Path] | None = None, only: list[str] | None = None) -> str:
     trials = data.trials
     ok = int((trials["status"] == "ok").sum())
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>reinit-tune report"
              f"</title><style>{CSS}</style></head><body>",
              "<h1>reinit-tune report</h1>",
-             f"<p class='source'>results: {html.escape(str(results_dir))}; generated "
+             f"<p class='source' id='about'>results: {html.escape(str(results_dir))}; generated "
              f"{pd.Timestamp.now(tz='UTC'):%Y-%m-%d %H:%M UTC}; {len(trials)} trials "
              f"({ok} ok, {len(trials) - ok} failed), {len(data.similarity)} similarity rows. "
              "Error bars and shaded intervals are 95% t-intervals (003 App. B); every caption, "
              "legend and table states n, the runs behind each point.</p>"]
+    if only:
+        parts.append(f"<p class='warn'>Only {html.escape(', '.join(only))}: "
+                     "<code>reinit-tune report --results "
+                     f"{html.escape(str(results_dir))}</code> draws every figure.</p>")
     if trials.empty:
         parts.append("<p class='warn'><b>The store holds no trials yet.</b> Run a sweep into "
                      f"this folder (<code>reinit-tune sweep progressive --results "
@@ -198,29 +281,26 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
         parts.append("<p class='warn'><b>Skipped files that cannot be read</b> (a disk fault "
                      "or a foreign file; delete or restore them): " + ", ".join(
                          html.escape(str(p)) for p in unreadable) + "</p>")
-    degenerate = sanity.warnings(trials)
-    if degenerate:
-        parts.append("<div class='warn' id='degenerate'><b>Results that are not results</b>"
-                     "<ul>" + "".join(f"<li>{html.escape(w)}</li>" for w in degenerate)
-                     + "</ul></div>")
+    parts.append(_degenerate_html(trials))
     present = data.experiments
     absent = [e for e in experiments() if e not in present]
     parts.append(f"<p>experiments in the store: <b>{html.escape(', '.join(present) or 'none')}"
                  f"</b>; not in the store: {html.escape(', '.join(absent) or 'none')}</p>")
     drawn = [s for s in sections_ if s.figures]
     missing = [s for s in sections_ if not s.figures]
+    broken = [s.key for s in missing if s.failed]
+    if broken:  # a bug, unlike a figure the store has no rows for: said before the figures
+        parts.append(f"<p class='warn'><b>Failed to draw</b>: {html.escape(', '.join(broken))}"
+                     " (the error is under <a href='#missing'>Not drawn</a>)</p>")
     parts.append("<h2>Contents</h2><ul>" + "".join(
-        f"<li><a href='#{s.key}'>{html.escape(s.title)}</a> "
+        f"<li><a href='#{s.key}'>{html.escape(section_title(s))}</a> "
         f"({', '.join(f.name for f in s.figures)})</li>" for s in drawn)
-        + "<li><a href='#trials-section'>Every trial</a></li></ul>")
-    if missing:
-        parts.append("<h2 id='missing'>Not drawn</h2><ul class='missing'>" + "".join(
-            f"<li><b>{html.escape(s.title)}</b> ({html.escape(s.source)}): "
-            + (f"<span class='failed'>failed:\n{html.escape(s.failed)}</span>" if s.failed
-               else f"{html.escape(s.skipped or '')}; run {html.escape(s.needs)}")
-            + "</li>" for s in missing) + "</ul>")
+        + "<li><a href='#trials-section'>Every trial</a></li>"
+        + ("<li><a href='#configs'>Configurations</a></li>" if not trials.empty else "")
+        + (f"<li><a href='#missing'>Not drawn ({len(missing)})</a></li>" if missing else "")
+        + "</ul>")
     for s in drawn:
-        parts.append(f"<h2 id='{s.key}'>{html.escape(s.title)}</h2>"
+        parts.append(f"<h2 id='{s.key}'>{html.escape(section_title(s))}</h2>"
                      f"<p class='source'>Reproduces {html.escape(s.source)}. Reads "
                      f"{html.escape(s.spec.reads)}.</p>")
         trend = published.TRENDS.get(s.key)
@@ -230,21 +310,31 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
             parts.append(_figure_html(f))
         for caption, table in s.tables.items():
             parts.append(f"<h3>{html.escape(caption)}</h3>{_table_html(table)}")
-        for caption, table in published.beside(s.key, data).items():
+        for caption, table in published.beside(s.key, data, s.spec.best_of).items():
             parts.append(f"<h3>{html.escape(caption)}</h3>{_table_html(table)}")
-    parts.append("<h2 id='trials-section'>Every trial</h2>"
-                 + explore.trial_table(trials, data.epochs))
+    parts.append("<section id='trials-section'><h2>Every trial</h2>"
+                 + explore.trial_table(trials, data.epochs) + "</section>")
     if not trials.empty:
         parts.append("<h2 id='configs'>Configurations</h2>"
-                     + _table_html(_config_summary(trials)))
+                     + _table_html(_config_summary(trials), wrap=True))
         parts.append("<h2 id='versions'>Library versions and devices</h2>"
-                     + _table_html(_versions(trials)))
+                     + _table_html(_versions(trials), wrap=True))
     failed = trials[trials["status"] == "error"]
     if not failed.empty:
         parts.append("<h2 id='failed'>Failed trials</h2>" + _table_html(
             failed[["trial_id", "experiment", "task", "attempts", "error"]]))
+    if missing:
+        # Last and folded: what the store cannot draw matters less than what it drew.
+        parts.append(
+            f"<details id='missing'><summary><b>Not drawn: "
+            f"{len(missing)} figures</b>" + (f", {len(broken)} of them failed" if broken else "")
+            + " (the sweep that fills each)</summary><ul class='missing'>" + "".join(
+                f"<li><b>{html.escape(s.title)}</b> ({html.escape(s.source)}): "
+                + (f"<span class='failed'>failed:\n{html.escape(s.failed)}</span>" if s.failed
+                   else f"{html.escape(s.skipped or '')}; run {html.escape(s.needs)}")
+                + "</li>" for s in missing) + "</ul></details>")
     parts.append("</body></html>")
-    return "\n".join(parts)
+    return "\n".join(p for p in parts if p)
 
 
 def run(results: Path, out: Path | None = None, only: list[str] | None = None) -> int:
@@ -258,7 +348,7 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None) -
     page = out / "report.html"
     out.mkdir(parents=True, exist_ok=True)
     unreadable = store.unreadable_files(results)
-    page.write_text(render(built, data, results.resolve(), unreadable))
+    page.write_text(render(built, data, results.resolve(), unreadable, only))
     for path in unreadable:
         print(f"warning: skipped unreadable results file {path}", file=sys.stderr)
     for line in sanity.warnings(data.trials):

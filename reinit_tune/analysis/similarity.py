@@ -21,10 +21,12 @@ from reinit_tune.analysis.plotting import (
     caption,
     mean_line,
     n_label,
+    panel_title,
     panels,
     pyplot,
     save,
     style,
+    suptitle,
 )
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
@@ -40,12 +42,19 @@ MEASURES = {
 }
 LAYER = "layer (0 = embeddings)"
 KEYS = ["task", "size", "k", "num_layers", "measure", "layer"]
+# Lines per task, train size and k; anything else that varies (model, lr, ...) is its own line.
+SERIES = ("task", "train_size", "reinit_layers")
+
+
+def similarity_rows(trials: pd.DataFrame, experiment: str | None = None) -> pd.DataFrame:
+    ok = frames.ok(frames.normalize(trials), *([experiment] if experiment else []))
+    return frames.split(ok, SERIES)
 
 
 def similarity_table(trials: pd.DataFrame, similarity: pd.DataFrame,
                      experiment: str | None = None) -> pd.DataFrame:
     """Per task, train size, k, measure and layer: n trials, mean and 95% t-interval."""
-    ok = frames.ok(frames.normalize(trials), *([experiment] if experiment else []))
+    ok = similarity_rows(trials, experiment)
     ok["k"] = ok["num_pretrained_layers"]
     joined = similarity.merge(ok[["trial_id", "task", "size", "k", "num_layers",
                                   "train_examples"]], on="trial_id")
@@ -88,11 +97,12 @@ def plot_similarity_by_size(trials: pd.DataFrame, similarity: pd.DataFrame,
             for shade, ((_, size, k, n_layers), line) in zip(shades, groups, strict=False):
                 mean_line(ax, line, "layer", label=_line_label(size, k, n_layers),
                           color=plt.cm.Blues(shade))
-            style(ax, xlabel=LAYER, title=task.upper() if row == 0 else None, legend=6)
+            style(ax, xlabel=LAYER, title=panel_title(task) if row == 0 else None, legend=6)
             ax.set_ylabel(MEASURES[measure], fontsize=7)
-    fig.suptitle("Finetuned vs pre-finetuning model, per layer, by train size", fontsize=10)
+    rows = similarity_rows(trials, experiment)
+    suptitle(fig, "Finetuned vs pre-finetuning model, per layer, by train size", rows, 10)
     table.attrs["caption"] = caption(table, "the similarity rows of "
-                                     f"`{experiment or 'every'}` trials, one per layer")
+                                     f"`{experiment or 'every'}` trials, one per layer", rows)
     return fig, save(fig, out_dir, name), table
 
 
@@ -113,14 +123,15 @@ def plot_similarity_by_task(trials: pd.DataFrame, similarity: pd.DataFrame,
     for ax, measure in zip(axes[0], measures, strict=True):
         for task, line in table[table["measure"] == measure].groupby("task"):
             size = line["size"].iloc[0]
-            mean_line(ax, line, "layer", label=f"{task.upper()} ({size} ex.)")
+            mean_line(ax, line, "layer", label=f"{panel_title(task)} ({size} ex.)")
         style(ax, xlabel=LAYER, legend=6)
         ax.set_title(MEASURES[measure], fontsize=8)
-    fig.suptitle("Finetuned vs pre-finetuning model, per layer, by task", fontsize=10)
+    rows = similarity_rows(trials, experiment)
+    suptitle(fig, "Finetuned vs pre-finetuning model, per layer, by task", rows, 10)
     table = table.reset_index(drop=True)
     table.attrs["caption"] = caption(table, "the similarity rows of "
                                      f"`{experiment or 'every'}` trials at each task's largest "
-                                     "train size, full-model trials where there are any")
+                                     "train size, full-model trials where there are any", rows)
     return fig, save(fig, out_dir, name), table
 
 

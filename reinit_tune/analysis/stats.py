@@ -10,6 +10,7 @@ import pandas as pd
 from scipy import stats
 
 from reinit_tune import store
+from reinit_tune.metrics import metric_range
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -32,22 +33,45 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, f
 
 
 def summarize(df: pd.DataFrame, by: list[str], value: str = "score") -> pd.DataFrame:
-    """Per group of ``by``: n, mean, std and the 95% t-interval of ``value``."""
+    """Per group of ``by``: n, mean, std and the 95% t-interval of ``value``.
+
+    Where ``value`` is a score and ``metric`` one of ``by``, the interval is clipped to what
+    the metric can reach (accuracy cannot pass 1: a t-interval of two runs often does), and
+    ``ci_clipped`` says where that happened so that captions can say so."""
     rows = []
+    bounded = value == "score" and "metric" in by
     for key, group in df.groupby(by, sort=True, dropna=False):
         key = key if isinstance(key, tuple) else (key,)
+        named = dict(zip(by, key, strict=True))
         values = group[value].to_numpy(dtype=np.float64)
         mean, low, high = mean_ci(values)
-        rows.append({**dict(zip(by, key, strict=True)), "n": int(np.sum(~np.isnan(values))),
+        clipped = False
+        if bounded and not np.isnan(low):
+            lo, hi = metric_range(named["metric"])
+            clipped = bool(low < lo or high > hi)
+            low, high = max(low, lo), min(high, hi)
+        rows.append({**named, "n": int(np.sum(~np.isnan(values))),
                      "mean": mean, "std": float(np.nanstd(values, ddof=1)) if len(values) > 1
-                     else float("nan"), "ci_low": low, "ci_high": high})
-    return pd.DataFrame(rows, columns=[*by, "n", "mean", "std", "ci_low", "ci_high"])
+                     else float("nan"), "ci_low": low, "ci_high": high,
+                     "ci_clipped": clipped})
+    return pd.DataFrame(rows, columns=[*by, "n", "mean", "std", "ci_low", "ci_high",
+                                       "ci_clipped"])
 
 
 def size_labels(df: pd.DataFrame) -> pd.Series:
-    """``size_label`` of every stored row of ``df``."""
-    return pd.Series([size_label(store.stored_size(r)) for r in df.to_dict("records")],
-                     index=df.index, dtype=object)
+    """``size_label`` of every stored row of ``df``; a run on a local subset of the official
+    split (``--allow-subset``) says so, with the examples it really trained on ("10%
+    (subset: 9999)")."""
+    return pd.Series([size_label(store.stored_size(r)) + _subset_note(r)
+                      for r in df.to_dict("records")], index=df.index, dtype=object)
+
+
+def _subset_note(row: dict) -> str:
+    if not store.ran_on_subset(row):
+        return ""
+    examples = row.get("train_examples")
+    used = "" if examples is None or pd.isna(examples) else f": {int(examples)}"
+    return f" (subset{used})"
 
 
 def size_label(train_size: float | None) -> str:

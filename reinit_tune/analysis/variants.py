@@ -29,10 +29,15 @@ from reinit_tune.analysis.plotting import (
     reference_lines,
     save,
     style,
+    suptitle,
 )
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
 
+# Panels per task and size, k on the x axis, a line per variant (what it changes).
+VARIANT_SERIES = ("task", "train_size", "reinit_lr_multiplier", "preserve_layernorm",
+                  "init_scheme")
+X = ("reinit_layers",)
 REFERENCE = "reference (same sweep)"
 FROM_PROGRESSIVE = "progressive (baseline from that sweep)"
 
@@ -53,7 +58,10 @@ def variant_label(row, reference_init: str | None = None) -> str | None:
 def _split(trials: pd.DataFrame, experiment: str = "variants"
            ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(reference rows, epoch-study rows, variant rows) of ``experiment``, labelled."""
-    df = frames.by_model(frames.ok(frames.normalize(trials), experiment))
+    # the epoch count tells the study from the reference curve, so it is laid out here;
+    # anything else that varies (model, lr, ...) splits
+    df = frames.split(frames.ok(frames.normalize(trials), experiment),
+                      (*VARIANT_SERIES, "epochs"), X)
     if df.empty:
         return df, df, df
     schemes = df["init_scheme"].dropna()
@@ -85,7 +93,8 @@ def variants_table(trials: pd.DataFrame, experiment: str = "variants") -> pd.Dat
                                             variants["epochs"], strict=True)
                } - set(zip(reference["task"], reference["size"], reference["epochs"],
                            strict=True))
-    progressive = frames.by_model(frames.ok(frames.normalize(trials), "progressive"))
+    progressive = frames.split(frames.ok(frames.normalize(trials), "progressive"),
+                               (*VARIANT_SERIES, "epochs"), X)
     if missing and not progressive.empty:
         plain = progressive[(progressive["reinit_lr_multiplier"] == 1.0)
                             & ~progressive["preserve_layernorm"]]
@@ -93,6 +102,8 @@ def variants_table(trials: pd.DataFrame, experiment: str = "variants") -> pd.Dat
                                                         plain["epochs"], strict=True)]
         reference = pd.concat([reference, plain[keep].assign(variant=FROM_PROGRESSIVE)])
     df = pd.concat([reference, variants], ignore_index=True)
+    # a curve and its baseline must agree in everything but what the variant changes
+    df = frames.split(df.assign(task=df["task_name"]), VARIANT_SERIES, X)
     df["k"] = df["num_pretrained_layers"].astype(int)
     table = summarize(df, cols)
     table.attrs["rows"] = df
@@ -115,12 +126,11 @@ def plot_variants(trials: pd.DataFrame, out_dir: str | Path, name: str = "varian
         reference_lines(ax, rows[(rows["task"] == sub["task"].iloc[0])])
         ax.set_xticks(sorted(sub["k"].unique()))
         style(ax, xlabel="k (pretrained layers kept)", ylabel=metric_label(sub), title=title)
-    fig.suptitle("Variants of progressive reinitialization (mean, 95% t-interval)",
-                 fontsize=10)
+    suptitle(fig, "Variants of progressive reinitialization (mean, 95% t-interval)", rows, 10)
     table.attrs["caption"] = caption(
         table, f"`{experiment}` rows with a learning-rate multiplier, preserved LayerNorm or "
         "another initializer, against the same sweep's reference curve (dashed; "
-        f"'{FROM_PROGRESSIVE}' where the sweep has none)")
+        f"'{FROM_PROGRESSIVE}' where the sweep has none)", rows)
     return fig, save(fig, out_dir, name), table
 
 
@@ -128,6 +138,8 @@ def epoch_table(trials: pd.DataFrame, epochs: pd.DataFrame,
                 experiment: str = "variants") -> pd.DataFrame:
     """App. D: per task, size, k and epoch, the dev score and dev loss of the epoch study."""
     _, study, _ = _split(trials, experiment)
+    study = frames.split(study.assign(task=study["task_name"]), ("task", "train_size",
+                                                                  "reinit_layers"))
     cols = ["task", "metric", "size", "k", "epoch"]
     empty = pd.DataFrame(columns=[*cols, "n", "mean", "std", "ci_low", "ci_high",
                                   "loss_n", "loss_mean", "loss_ci_low", "loss_ci_high"])
@@ -167,8 +179,8 @@ def plot_epochs(trials: pd.DataFrame, epochs: pd.DataFrame, out_dir: str | Path,
         style(axes[1, col], xlabel="epoch", ylabel="dev loss")
         for ax in axes[:, col]:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle("Dev score and loss per epoch (mean, 95% t-interval)", fontsize=10)
+    suptitle(fig, "Dev score and loss per epoch (mean, 95% t-interval)", rows, 10)
     table.attrs["caption"] = caption(
         table, f"the epoch-study rows of `{experiment}` (its runs with the most epochs and no "
-        "variant); the epoch table of those trials")
+        "variant); the epoch table of those trials", rows)
     return fig, save(fig, out_dir, name), table

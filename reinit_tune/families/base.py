@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 from reinit_tune import data
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import DataNotFoundError, InputError
+from reinit_tune.hardware import resolve_precision
 from reinit_tune.model.shape import ModelShape, shape_for
+from reinit_tune.sweep.options import RunOptions, SimilarityOptions
 from reinit_tune.tasks import get_task
 
 if TYPE_CHECKING:
@@ -39,6 +41,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("reinit_tune")
 
 SMALL_DATA = 500  # 003 App. B/D: at most this many examples → 50 seeds, 5 epochs
+# The defaults of the training fields every trial of a grid shares, for the Python API
+# (``Grid``) and the command line alike (``reinit_tune.cli`` reads them from here), so a
+# grid built either way has the same trial ids. "auto" precision is resolved on the running
+# machine for the trials' device (``reinit_tune.hardware.resolve_precision``).
+DEFAULT_PRECISION = "auto"
+DEFAULT_INIT_SCHEME = "bert"
+DEFAULT_LENGTH_GROUPED = True
 PAPER_SIZES = (500, 5_000, 50_000)
 PAPER_TASKS = ("sst2", "qnli", "cola")
 DEFAULT_SIZE = 5_000  # 003 §2: "The 5k subset size is then used as the default"
@@ -93,7 +102,9 @@ class Grid:
     (``Family.configs`` fills them): ``tasks``, ``sizes``, the training settings, and
     ``epochs`` (then the family's, else the paper's per-size rule); ``seeds`` of None follows
     the paper's per-size rule; ``shape`` of None is looked up from ``model``. ``per_task``
-    holds a preset's per-task settings; they apply only where the grid sets nothing."""
+    holds a preset's per-task settings; they apply only where the grid sets nothing.
+    ``precision``, ``init_scheme`` and ``length_grouped`` default to what the command's
+    flags default to (``DEFAULT_*``); precision "auto" is resolved for ``on_gpu``."""
 
     model: str | None = None
     shape: ModelShape | None = None
@@ -107,9 +118,11 @@ class Grid:
     max_seq_length: int | None = None
     schedule: str | None = None
     warmup_ratio: float | None = None
-    precision: str = "fp32"
-    init_scheme: str = "bert"
-    length_grouped: bool = False
+    precision: str = DEFAULT_PRECISION
+    init_scheme: str = DEFAULT_INIT_SCHEME
+    length_grouped: bool = DEFAULT_LENGTH_GROUPED
+    # the trials' device, for "auto" precision: GPU trials (--gpus-per-trial > 0) or CPUs
+    on_gpu: bool = False
     per_task: Mapping[str, TaskSettings] = dataclasses.field(default_factory=dict)
 
     @property
@@ -178,6 +191,9 @@ class FigureSpec:
     reads: str  # the store rows it reads, in words
     draw: Callable[[Store, Path], list[Figure]]
     tables: Callable[[Store], dict[str, pd.DataFrame]] | None = None
+    # The paper's aggregation where it states one instead of the mean: the better of each
+    # ``best_of`` runs (001 §7); the figure's draw function takes the same value.
+    best_of: int | None = None
 
 
 def plot(name: str, function: Callable[..., tuple], *inputs: str
@@ -249,6 +265,9 @@ class Family:
         per_task = {task: dataclasses.replace(own, **{f: None for f in set_by_grid})
                     for task, own in {**self.per_task, **grid.per_task}.items()}
         model = grid.model or self.model
+        precision, why = resolve_precision(grid.precision, on_gpu=grid.on_gpu)
+        if grid.precision != precision:
+            log.debug("precision %s (%s)", precision, why)
         training = {f.name: getattr(grid, f.name) if getattr(grid, f.name) is not None
                     else getattr(self.training, f.name)
                     for f in dataclasses.fields(Training)}
@@ -257,23 +276,38 @@ class Family:
             tasks=tuple(grid.tasks or self.tasks), sizes=tuple(grid.sizes or self.sizes),
             epochs=grid.epochs if grid.epochs is not None else self.epochs,
             seeds=grid.seeds if grid.seeds is not None else self.seeds,
-            per_task=per_task, **training,
+            per_task=per_task, precision=precision, **training,
         )
         for task in grid.tasks:
             get_task(task)
         return self.build(grid, **{f.dest: values.get(f.dest, f.default) for f in self.flags})
 
+    def run_options(self, **changes: Any) -> RunOptions:
+        """The ``RunOptions`` the command gives this family's sweep when no run flag is
+        passed (its ``RunDefaults``: evaluation policy, similarity, saved models, step
+        losses), with ``changes`` (``RunOptions`` fields) applied."""
+        run = self.run
+        similarity = (SimilarityOptions(run.similarity_examples, run.layer_replacement)
+                      if run.similarity or run.layer_replacement else None)
+        options = RunOptions(similarity=similarity, save_model=run.save_model,
+                             log_every=run.log_every, evaluate=run.evaluate)
+        return dataclasses.replace(options, **changes)
+
 
 # -- grid helpers -------------------------------------------------------------------------
 def train_rows(task: str, data_dir: str | None) -> int:
+    """Rows of the task's official train split (a local subset file says how many in its
+    metadata): what sizes are shares of and checked against. Whether the local file can
+    supply a size is pre-flight's question (``--allow-subset``)."""
     try:
-        return data.split_rows(task, "train", data_dir)
+        return data.official_rows(task, "train", data_dir)
     except DataNotFoundError:
         return get_task(task).train_rows  # pre-flight reports the missing data
 
 
 def fitting_sizes(task: str, sizes: Sequence[Size], data_dir: str | None = None) -> list[Size]:
-    """The sizes that fit the task's train split; the others are skipped with a note."""
+    """The sizes that fit the task's official train split; the others are skipped with a
+    note."""
     rows = train_rows(task, data_dir)
     kept = [s for s in sizes if s is None or isinstance(s, float) or s <= rows]
     dropped = [s for s in sizes if s not in kept]
@@ -288,7 +322,9 @@ def fitting_sizes(task: str, sizes: Sequence[Size], data_dir: str | None = None)
 
 
 def is_small(size: Size, task: str, data_dir: str | None = None) -> bool:
-    return data.subset_size(size, train_rows(task, data_dir), task) <= SMALL_DATA
+    """Whether ``size`` is 003's small-data regime: the examples the paper meant (a fraction
+    of the official split, not of a local subset file) are at most ``SMALL_DATA``."""
+    return data.wanted_size(size, train_rows(task, data_dir), task) <= SMALL_DATA
 
 
 def paper_seeds(size: Size, task: str, data_dir: str | None = None) -> int:

@@ -47,7 +47,7 @@ FAMILY = Family(
     fields="`reinit_layers` = (k, ..., L-1)",
     order=10,
     figures=(
-        FigureSpec("progressive", "Progressive reinitialization, with probing overlaid",
+        FigureSpec("progressive", "Progressive reinitialization",
                    "003 Fig. 1, §2-3; 001 Fig. 3; 000 Fig. 1",
                    "`progressive` rows; `probing` rows for the dashed curves",
                    plot("progressive", figures.plot_progressive, "trials")),

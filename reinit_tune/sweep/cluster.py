@@ -119,6 +119,9 @@ def connect_ray() -> None:
                     "listens on every network interface: anyone who can reach this machine "
                     "can submit work to it. Run sweeps through the reinit-tune command (it "
                     "turns tokens on), or set %s=token before Python imports Ray", AUTH_ENV)
+    if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
+        # Ray colours each worker's log prefix; in a file or a pipe that is escape codes
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     context = ray.init(address=address, log_to_driver=True, configure_logging=True,
                        logging_level="warning")
     signals.forward_sigterm()  # ray.init replaced our SIGTERM handler with sys.exit

@@ -112,6 +112,7 @@ def recorded_coefficients(shape: ModelShape, precision: str) -> tuple[Coefficien
 
 # A grid has thousands of trials over a handful of splits: read each Parquet footer once.
 _split_rows = lru_cache(maxsize=64)(data.split_rows)
+_train_count = lru_cache(maxsize=256)(data.train_count)
 
 
 def trial_seconds(config: TrialConfig, coeffs: Coefficients, num_layers: int,
@@ -121,9 +122,9 @@ def trial_seconds(config: TrialConfig, coeffs: Coefficients, num_layers: int,
     the final finetuning only: ``estimate`` adds each intermediate model once, as the cache
     trains it once)."""
     tokens = TASK_TOKENS[config.task]
-    n_train = data.subset_size(
-        config.train_size, _split_rows(config.task, "train", data_dir), config.task
-    ) * tokens.windows
+    count = _train_count(config.task, config.train_size, data_dir)
+    # what the trial trains on: a subset file (--allow-subset) gives at most what it holds
+    n_train = min(count.wanted, count.available) * tokens.windows
     n_dev = sum(_split_rows(config.task, split, data_dir)
                 for split in config.task_spec.dev_splits) * tokens.dev_windows
     cut = min(1.0, config.max_seq_length / tokens.length)

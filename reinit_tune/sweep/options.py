@@ -17,6 +17,9 @@ from reinit_tune.errors import InputError
 # Checkpoint an epoch that took this long: a preempted bert-base trial on 50k examples then
 # loses at most one epoch, while the many short trials of a sweep never pay for checkpoints.
 DEFAULT_CHECKPOINT_AFTER_S = 300.0
+# What a rerun does with stored trials of its grid that were trained on other data (their
+# data fingerprint differs from the data found now): stop before any trial, or rerun them.
+DATA_CHANGED = ("stop", "rerun")
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,7 @@ class TrialRuntime:
     models_dir: str | None = None  # save each finetuned model to <models_dir>/<trial_id>
     log_every: int = 0  # store the loss of every N-th step (0: none)
     evaluate: str = "every-epoch"  # or "final": the dev split after the last epoch only
+    allow_subset: bool = False  # train on a subset file's rows where it cannot supply a size
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,12 @@ class RunOptions:
     loggers: tuple[str, ...] = ()
     verbose: bool = False  # Tune's full trial table instead of one line per finished trial
     callbacks: tuple[Any, ...] = field(default=(), compare=False)  # extra Tune callbacks
+    # A train size a local subset file (Parquet "subset" metadata) cannot supply: False stops
+    # the sweep in pre-flight; True trains on the rows there and marks the rows data_subset.
+    allow_subset: bool = False
+    # Stored "ok" trials of the grid whose data fingerprint differs from the data now: one of
+    # DATA_CHANGED ("stop": pre-flight error; "rerun": train them again, replacing their rows).
+    data_changed: str = "stop"
 
     def runtime(self, data_dir: str | None, results_dir: Path) -> TrialRuntime:
         """The trials' share of these options, with folders already resolved."""
@@ -96,4 +106,5 @@ class RunOptions:
             similarity=self.similarity,
             models_dir=str(results_dir / "models") if self.save_model else None,
             log_every=self.log_every, evaluate=self.evaluate,
+            allow_subset=self.allow_subset,
         )

@@ -4,6 +4,8 @@
 check (``reinit_tune.sweep.preflight``) and skips the trials the store already holds "ok";
 a trial whose configuration the store holds under another experiment name (``small_data``'s
 runs are ``progressive``'s at 500 examples) is copied from it, not run again;
+a stored trial whose data fingerprint differs from the data found now is never skipped
+silently: the plan stops (``--data-changed stop``) or runs it again (``rerun``);
 the resulting ``Plan`` is what ``reinit_tune.sweep.cost`` estimates and
 ``reinit_tune.sweep.runner`` launches. The store is the only resume state: planning the same
 grid again after an interruption leaves exactly the unfinished trials to run.
@@ -16,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from reinit_tune import env, store
+from reinit_tune import data, env, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.hardware import emulated_bf16_warning
@@ -77,14 +79,16 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
         warning = emulated_bf16_warning(precision, options.resources.gpus_per_trial > 0)
         if warning:
             log.warning("%s", warning)
-    done = store.finished_ids(results)
+    stored = store.finished_data(results)
+    done = set(stored)
     if options.similarity is not None:
         done &= store.similarity_ids(results)
     if options.save_model:
         done = {i for i in done if (results / "models" / i / "config.json").is_file()}
     name = options.name or (unique[0].experiment if unique else "sweep")
-    missing = [c for c in unique if c.trial_id not in done]
     equivalents = store.equivalent_ids(results)
+    done -= data_changes(unique, done, stored, equivalents, options, results, data_dir)
+    missing = [c for c in unique if c.trial_id not in done]
     reuse = {c.trial_id: equivalents[store.equivalence_key(c)] for c in missing
              if store.equivalence_key(c) in equivalents
              and equivalents[store.equivalence_key(c)] in done}
@@ -92,18 +96,87 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
                 reuse, shapes, options, results, data_dir, storage)
 
 
-def describe(configs: tuple[TrialConfig, ...] | list[TrialConfig]) -> str:
-    """A short table of the grid: trials per experiment, task and train size."""
+def data_changes(configs: list[TrialConfig], done: set[str],
+                 stored: dict[str, tuple[str | None, str | None]], equivalents: dict[str, str],
+                 options: RunOptions, results: Path, data_dir: str) -> set[str]:
+    """Stored "ok" trials of ``configs`` (or the stored runs they would be copied from) that
+    were trained on other data than ``data_dir`` holds now (their data fingerprint differs;
+    rows without one predate fingerprints and count as the same data). With
+    ``options.data_changed`` "stop" any such trial raises ``InputError`` naming both data
+    sources and the ways on; with "rerun" their ids are returned, to run again."""
+    identities: dict[tuple[str, str | None], tuple[str, str]] = {}
+    changed: dict[tuple, list[str]] = defaultdict(list)
+    for config in configs:
+        ids = [config.trial_id, equivalents.get(store.equivalence_key(config))]
+        for trial_id in dict.fromkeys(i for i in ids if i in done):
+            before, before_source = stored.get(trial_id, (None, None))
+            if before is None:
+                continue
+            key = (config.task, config.intermediate_task)
+            if key not in identities:
+                try:
+                    identities[key] = data.data_identity(config.task, data_dir,
+                                                         config.intermediate_task)
+                except InputError:  # missing data: pre-flight has said so already
+                    identities[key] = (before, before_source or "")
+            now, now_source = identities[key]
+            if now != before:
+                changed[(config.task, before, before_source, now, now_source)].append(trial_id)
+    if not changed:
+        return set()
+    rerun = {i for ids in changed.values() for i in ids}
+    if options.data_changed == "rerun":
+        log.warning("%d stored trials were trained on other data than found now: "
+                    "--data-changed rerun runs them again and replaces their rows", len(rerun))
+        return rerun
+    lines = [f"{task}: {len(ids)} trials in {results} were trained on {src or '?'} (data "
+             f"fingerprint {fp[:12]}), but the data now is {now_src} ({now_fp[:12]})"
+             for (task, fp, src, now_fp, now_src), ids in sorted(changed.items())]
+    lines.append("the stored results would mix two datasets: pass a new --results to keep "
+                 "both, or --data-changed rerun to retrain those trials and replace their rows")
+    raise InputError("cannot start the sweep: the data changed since these trials "
+                     "ran:\n  - " + "\n  - ".join(lines))
+
+
+def _examples(config: TrialConfig, data_dir: str | None, allow_subset: bool) -> str:
+    """The training examples a config's size resolves to on ``data_dir``'s split: what the
+    paper meant, and what the file can give where that is less."""
+    try:
+        count = data.train_count(config.task, config.train_size, data_dir)
+    except InputError:
+        return "?"
+    if not count.short:
+        return f"{count.wanted:,}"
+    return (f"{count.available:,}/{count.wanted:,}" + (" subset" if allow_subset
+                                                       else " short"))
+
+
+def describe(configs: tuple[TrialConfig, ...] | list[TrialConfig],
+             data_dir: str | None = None, allow_subset: bool = False) -> str:
+    """A short table of the grid: trials per experiment, task and train size; with
+    ``data_dir``, also the training examples each size resolves to (a fraction is a share of
+    the official split; "used/wanted subset" where a subset file holds fewer)."""
     groups: dict[tuple, list[TrialConfig]] = defaultdict(list)
     for c in configs:
         groups[(c.experiment, c.model, c.task, c.train_size)].append(c)
-    lines = [f"{'experiment':<14} {'task':<6} {'size':>7} {'trials':>6} {'seeds':>5} "
-             f"{'epochs':>6}  model"]
+    counts = data_dir is not None
+    header = ["experiment", "task", "size", *(["examples"] if counts else []), "trials",
+              "seeds", "epochs", "model"]
+    rows = []
     for (exp, model, task, size), cs in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        epochs = ",".join(str(e) for e in sorted({c.epochs for c in cs}))
-        lines.append(
-            f"{exp:<14} {task:<6} {str(size if size is not None else 'full'):>7} {len(cs):>6} "
-            f"{len({c.seed for c in cs}):>5} {epochs:>6}  {model}"
-        )
+        rows.append([exp, task, "full" if size is None else str(size),
+                     *([_examples(cs[0], data_dir, allow_subset)] if counts else []),
+                     str(len(cs)), str(len({c.seed for c in cs})),
+                     ",".join(str(e) for e in sorted({c.epochs for c in cs})), model])
+    # text columns to the left, numbers to the right, each as wide as its widest cell
+    left = {"experiment", "task", "model"}
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) if name in left else cell.rjust(w)
+                       for name, cell, w in zip(header, row, widths, strict=True)).rstrip()
+             for row in [header, *rows]]
+    if counts and any("/" in row[3] for row in rows):
+        lines.append("examples used/wanted: the local train file is a subset of the official "
+                     "split and holds fewer than the size asks for"
+                     + ("" if allow_subset else " (needs --allow-subset)"))
     lines.append(f"total: {len(configs)} trials")
     return "\n".join(lines)

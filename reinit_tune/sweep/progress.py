@@ -7,7 +7,8 @@ carries them as real values, so Tune's table, ``ResultGrid.get_dataframe()``, lo
 named by them. ``Progress`` prints one line per finished trial with its axes, outcome and
 score, under a header of done/running/pending, throughput and an ETA: the cost model's
 estimate of the remaining trials, corrected by how long the finished ones took against their
-own estimate.
+own estimate; where the cost model has no estimate (a model shape it has no table for), the
+mean time of the finished trials. Once a trial has finished the ETA is never unknown.
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class Progress:
         self.finished: set[str] = set()
         self.measured_s = 0.0  # summed trial wall times of finished trials ...
         self.estimated_s = 0.0  # ... and the cost model's estimate of the same trials
+        self.finished_s = 0.0  # wall time of every finished trial that was seen starting
+        self.timed = 0
         self.slots = 1
         self.start = time.monotonic()
 
@@ -104,6 +107,9 @@ class Progress:
         began = self.started.pop(trial_id, None)
         seconds = time.monotonic() - began if began is not None else 0.0
         self.finished.add(trial_id)
+        if began is not None:
+            self.finished_s += seconds
+            self.timed += 1
         if trial_id in self.estimates and began is not None:
             self.measured_s += seconds
             self.estimated_s += self.estimates[trial_id]
@@ -116,10 +122,14 @@ class Progress:
         remaining = [t for t in self.trials if t not in self.finished]
         if not remaining:
             return 0.0
-        if not self.estimates:
+        unestimated = [t for t in remaining if t not in self.estimates]
+        mean_s = self.finished_s / self.timed if self.timed else None
+        if unestimated and mean_s is None:
             return None
         correction = self.measured_s / self.estimated_s if self.estimated_s else 1.0
-        return correction * sum(self.estimates.get(t, 0.0) for t in remaining) / self.slots
+        estimated = correction * sum(self.estimates[t] for t in remaining
+                                     if t in self.estimates)
+        return (estimated + len(unestimated) * (mean_s or 0.0)) / self.slots
 
     @property
     def done(self) -> int:

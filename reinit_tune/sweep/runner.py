@@ -228,9 +228,11 @@ def _error_text(trial) -> str:
 def connect(plan: Plan) -> None:
     """Join or start Ray and check that the cluster can place one trial of ``plan`` (raises
     ``InputError`` otherwise: nothing has started yet). Hub models must be cached or
-    downloadable first (a dry run does not need them)."""
+    downloadable first, and so must hub data (a dry run needs neither)."""
     problems = [p for m in sorted({c.model for c in plan.todo})
                 for p in preflight.check_hub_model(m)]
+    problems += preflight.check_hub_data(
+        {t for c in plan.todo for t in (c.task, c.intermediate_task) if t}, plan.data_dir)
     if problems:
         raise InputError("cannot start the sweep:\n  - " + "\n  - ".join(problems))
     cluster.connect_ray()
@@ -319,13 +321,14 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     writer = StoreWriter(plan.results_dir, todo, summary, num_layers, progress=progress,
                          source=source_version())
     names = TrialNames(trial_axes)
+    run_name = f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tuner = tune.Tuner(
         trainable,
         param_space=param_space(trial_axes),
         tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=names.name,
                                     trial_dirname_creator=names.dirname),
         run_config=tune.RunConfig(
-            name=f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+            name=run_name,
             storage_path=plan.storage,
             failure_config=tune.FailureConfig(max_failures=options.max_failures),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
@@ -335,6 +338,13 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
             verbose=1 if options.verbose else 0,
         ),
     )
+    # Tune's newer console output prints an experiment box and, with TensorBoard logging, a
+    # hint naming a temporary staging folder even at verbose 0; its classic reporter prints
+    # nothing there, which leaves our one line per trial (--verbose: Tune's table)
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if options.verbose else "0"
+    if "tensorboard" in options.loggers:
+        log.info("TensorBoard: tensorboard --logdir %s/%s", str(plan.storage).rstrip("/"),
+                 run_name)
     start = time.perf_counter()
     tuner.fit()
     summary.wall_time_s = time.perf_counter() - start
@@ -359,7 +369,7 @@ def run_sweep(
     this device first). Returns the counts of what happened."""
     out = out or sys.stdout
     plan = make_plan(configs, options or RunOptions(), shapes)
-    print(describe(plan.configs), file=out)
+    print(describe(plan.configs, plan.data_dir, plan.options.allow_subset), file=out)
     if plan.skipped:
         print(f"{plan.skipped} trials already in {plan.results_dir}: skipped", file=out)
     if dry_run:

@@ -111,6 +111,7 @@ def execute(
     model_dir: str | None = None,
     log_every: int = 0,
     every_epoch: bool = True,
+    allow_subset: bool = False,
 ) -> list[dict[str, Any]]:
     """Run one trial and return its per-epoch reports.
 
@@ -121,16 +122,29 @@ def execute(
     one row per layer, ``reinit_tune.similarity.layers``); with ``model_dir`` the finetuned
     model and its tokenizer are saved there (``save_pretrained``). With ``log_every`` each
     report carries ``steps``: (step, loss, lr) of every log_every-th step of its epoch.
-    ``every_epoch=False`` scores the dev split after the last epoch only.
+    ``every_epoch=False`` scores the dev split after the last epoch only. ``allow_subset``
+    trains on all of a subset train file where it holds fewer examples than the size asks
+    of the official split (else ``data.SubsetError``); every report says whether it did
+    (``data_subset``) and which data the trial saw (``data_fingerprint``, ``data_source``).
     """
     start = time.perf_counter()
     train, devs = data.train_and_devs(
-        config.task, config.model, config.max_seq_length, config.train_size, config.seed, data_dir
+        config.task, config.model, config.max_seq_length, config.train_size, config.seed,
+        data_dir, allow_subset=allow_subset,
     )
+    wanted = data.train_count(config.task, config.train_size, data_dir,
+                              available=train.num_examples).wanted
+    fingerprint, source = data.data_identity(config.task, data_dir, config.intermediate_task)
+    # The intermediate phase trains at the trial's size too: a subset there counts alike.
+    short = train.num_examples < wanted or (
+        config.intermediate_task is not None
+        and data.train_count(config.intermediate_task, config.train_size, data_dir).short)
+    provenance = {"data_subset": short, "data_fingerprint": fingerprint, "data_source": source}
     dev = next(iter(devs.values()))  # the primary dev split: what similarity compares on
     majority, chance = reference_scores(config.task, dev)
     if config.intermediate_task is not None:
-        model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu)
+        model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu,
+                                             allow_subset=allow_subset)
     else:
         model = build_model(config)
     num_layers = len(layer_stack(model))
@@ -141,6 +155,7 @@ def execute(
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
         record = epoch_report(config, result, setup, setup_time)
         record["num_layers"] = num_layers
+        record.update(provenance)
         record["majority_score"], record["chance_score"] = majority, chance
         if result.steps:
             record["steps"] = json.dumps(result.steps)
@@ -288,6 +303,7 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
                        else None),
             log_every=runtime.log_every,
             every_epoch=runtime.evaluate == "every-epoch",
+            allow_subset=runtime.allow_subset,
         )
     except Exception as e:  # noqa: BLE001 - sorted by kind just below
         if is_infrastructure_failure(e):

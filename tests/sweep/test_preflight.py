@@ -423,6 +423,9 @@ CASES = [
      "train.parquet", "grid"),
     ("data folder is a file", lambda t, m, g: {"--data-dir": [str(file_at(t))]},
      "--data-dir", "grid"),
+    ("no local data and the hub out of reach", lambda t, m, g: {"--data-dir": ["hub:"]},
+     "rte has no local copy (no --data-dir, REINIT_TUNE_DATA unset) and the hub dataset "
+     "nyu-mll/glue is not cached here and cannot be reached", "grid"),
     # -- where results go
     ("results trials/ is a file", lambda t, m, g: {"--results": [trials_is_a_file(t)]},
      "is not writable", "grid"),
@@ -527,3 +530,40 @@ def test_family_sweeps_reject_bad_input_before_ray(script, args, message, tiny_b
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
     assert "ray" not in sweep_env and not (tmp_path / "r").exists()
+
+
+# -- sizes against the official split, and local subset files ------------------------------
+SUBSET_CASES = [
+    # (preset, data folder under shared/data, needs, holds, trials with --allow-subset)
+    ("000-progressive", "glue", ["0.1 (10.0% of the split) needs 10,474", "full (all of the "
+                                 "split) needs 104,743"], "holds 9,999", 312),
+    ("000-distance", "glue", ["0.1 (10.0% of the split) needs 10,474"], "holds 9,999", 24),
+    ("001-layers", "", ["squad_v2: train size 0.1 (10.0% of the split) needs 13,032"],
+     "holds 5,147", 65),
+]
+
+
+@pytest.mark.parametrize("name,folder,needs,holds,count", SUBSET_CASES,
+                         ids=[c[0] for c in SUBSET_CASES])
+def test_fractions_of_a_subset_file_stop_unless_allowed(name, folder, needs, holds, count,
+                                                        glue_dir, tmp_path, capsys, no_ray):
+    """A fraction is a share of the official split (000: 1% of QNLI is 1,047 examples, so
+    003's 50-seed rule does not apply); a size the local subset file cannot supply stops the
+    dry run, naming the task, the size, the count needed and the count the file holds."""
+    data_dir = str(glue_dir.parent / folder) if folder else str(glue_dir.parent)
+    if not (Path(data_dir) / "squad_v2").is_dir() and name == "001-layers":
+        pytest.skip("shared SQuAD 2.0 data not found")
+    argv = ["--data-dir", data_dir, "--results", str(tmp_path / "r"), "--dry-run"]
+    assert sweep_main(name, argv) == 2
+    err = capsys.readouterr().err
+    for text in needs:
+        assert text in err, err
+    assert holds in err and "(a subset)" in err and "--allow-subset" in err
+    assert sweep_main(name, [*argv, "--allow-subset"]) == 0
+    out = capsys.readouterr().out
+    assert f"total: {count} trials" in out and "subset" in out
+    if name == "000-progressive":
+        lines = {tuple(ln.split()[1:4]) for ln in out.splitlines()[1:9]}
+        assert {("qnli", "0.01", "1,047"), ("qnli", "0.006", "628"),
+                ("qnli", "0.1", "9,999/10,474"), ("sst2", "0.01", "673")} <= lines
+        assert "50     " not in out  # no size falls in the 50-seed regime

@@ -53,6 +53,24 @@ def test_eta_starts_from_the_cost_model_and_learns_from_finished_trials(monkeypa
     assert "task=rte" in line and "seed=0" in line and "accuracy 0.5000" in line
 
 
+def test_without_a_cost_estimate_the_eta_comes_from_the_first_finished_trial(monkeypatch):
+    configs = {f"t{i}": TrialConfig("m", "rte", seed=i, experiment="x") for i in range(5)}
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    p = progress.Progress({t: progress.axes(c, 4) for t, c in configs.items()}, {}, out=out)
+    for t in ("t0", "t1"):
+        p.trial_started(t)
+    assert p.eta_s() is None  # nothing to go by yet
+    clock[0] = 20.0
+    p.trial_finished("t0", "ok")
+    assert p.eta_s() == pytest.approx(4 * 20.0 / 2)  # 4 left at 20 s each, 2 at once
+    assert "ETA ?" not in out.getvalue() and "ETA 40 s" in out.getvalue()
+    clock[0] = 60.0
+    p.trial_finished("t1", "ok")  # 60 s: the mean is now 40 s
+    assert p.eta_s() == pytest.approx(3 * 40.0 / 2)
+
+
 def test_the_estimate_says_where_it_was_not_calibrated(monkeypatch):
     monkeypatch.setattr(cost.hardware, "cpu_name", lambda: "Some CPU (no native bf16)")
     assert "not calibrated here" in cost.calibration_note(use_gpu=False)

@@ -101,6 +101,9 @@ def test_embedded_minilm_on_real_sst2_through_the_installed_command(glue_dir, tm
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert sweep.returncode == 0, sweep.stdout[-3000:] + sweep.stderr[-3000:]
     assert "2 ran ok, 0 failed" in sweep.stdout
+    shown = sweep.stdout + sweep.stderr  # redirected: plain text, our lines, no Tune box
+    assert "\x1b[" not in shown and "View detailed results here" not in shown
+    assert "ETA ?" not in shown
     # the design card's entry point is the same command: it finds both trials stored
     script = subprocess.run([sys.executable, "sweeps/progressive.py", *grid, "--k", "0", "6"],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -117,8 +120,8 @@ def test_embedded_minilm_on_real_sst2_through_the_installed_command(glue_dir, tm
         cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
     )
     assert figure.returncode == 0, figure.stderr[-3000:]
-    assert (results / "figures" / "progressive.png").stat().st_size > 10_000
-    assert (results / "figures" / "progressive.pdf").exists()
+    assert (results / "report" / "progressive.png").stat().st_size > 10_000
+    assert (results / "report" / "progressive.pdf").exists()
     printed = [ln.split() for ln in figure.stdout.splitlines() if ln.startswith("sst2")]
     assert [row[4] for row in printed] == ["0", "6"]  # k
     assert {float(row[6]) for row in printed} == set(trials["score"].round(4))  # the means
@@ -209,3 +212,55 @@ def test_tiny_sweep_of_every_family_runs_through_ray_tune_into_the_store(
     epochs = store.load_epochs(tmp_path)
     assert set(epochs["trial_id"]) == set(trials["trial_id"])  # ours, not Tune's trial ids
     check(trials, epochs)
+
+
+# -- what data a stored trial saw ----------------------------------------------------------
+def test_a_rerun_on_changed_data_stops_or_reruns_but_never_skips(ray_local, tiny_bert, glue_dir,
+                                                                 tmp_path, capsys):
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(glue_dir / "rte", first / "rte")
+    results = tmp_path / "results"
+    args = ["sweep", "progressive", "--model", tiny_bert, *TINY, "--k", "0",
+            "--results", str(results), "--max-failures", "0"]
+    code, out = cli(capsys, *args, "--data-dir", str(first))
+    assert code == 0 and "1 ran ok" in out, out[-3000:]
+    [row] = store.load_trials(results).to_dict("records")
+    assert row["data_source"] == f"{first / 'rte'}: train.parquet, validation.parquet"
+    assert len(row["data_fingerprint"]) == 64 and row["data_subset"] is False
+    code, out = cli(capsys, *args, "--data-dir", str(first))
+    assert code == 0 and "1 already in the store (skipped)" in out  # same data: skipped
+
+    shutil.copytree(first, second)  # the same files, labels flipped
+    path = second / "rte" / "train.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.set_column(table.schema.get_field_index("label"), "label",
+                                    pc.subtract(1, table["label"])), path)
+    code, out = cli(capsys, *args, "--data-dir", str(second))
+    assert code == 2, out[-3000:]
+    message = out.split("error:")[1]
+    assert "the data changed" in message and str(first / "rte") in message
+    assert str(second / "rte") in message and row["data_fingerprint"][:12] in message
+    assert "--results" in message and "--data-changed rerun" in message
+    assert store.load_trials(results).to_dict("records")[0]["finished_at"] == row["finished_at"]
+
+    code, out = cli(capsys, *args, "--data-dir", str(second), "--data-changed", "rerun")
+    assert code == 0 and "1 ran ok" in out, out[-3000:]
+    [again] = store.load_trials(results).to_dict("records")
+    assert again["trial_id"] == row["trial_id"]  # the data is checked, not part of the id
+    assert again["data_fingerprint"] != row["data_fingerprint"]
+    assert again["data_source"].startswith(str(second / "rte"))
+
+
+def test_an_old_store_without_data_columns_keeps_its_ids_and_is_skipped(glue_dir, tmp_path):
+    old = tmp_path / "store"
+    shutil.copytree(REPO / "tests" / "fixtures" / "store-0.1", old)
+    stored = store.load_trials(old)
+    configs = [TrialConfig.from_dict(json.loads(b)) for b in stored["config_json"]]
+    assert {c.trial_id for c in configs} == set(stored["trial_id"])
+    for data_changed in ("stop", "rerun"):
+        plan = make_plan(configs, RunOptions(results_dir=old, data_dir=str(glue_dir),
+                                             data_changed=data_changed))
+        assert plan.todo == () and plan.skipped == len(configs) == 4

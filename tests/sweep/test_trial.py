@@ -70,6 +70,30 @@ def test_grouped_trial_trains_and_scores(tiny_bert, glue_dir):
     assert reports[0]["precision_used"] == "bf16"
 
 
+def test_a_trial_on_a_subset_file_runs_only_when_allowed_and_says_so(tiny_bert, glue_dir,
+                                                                     tmp_path):
+    import pyarrow.parquet as pq
+
+    from reinit_tune import data
+
+    (tmp_path / "rte").mkdir()
+    table = pq.read_table(glue_dir / "rte" / "train.parquet").slice(0, 40)
+    meta = {**table.schema.metadata, b"subset": b'{"rows": 40, "official_rows": 2490}'}
+    pq.write_table(table.replace_schema_metadata(meta), tmp_path / "rte" / "train.parquet")
+    pq.write_table(pq.read_table(glue_dir / "rte" / "validation.parquet").slice(0, 32),
+                   tmp_path / "rte" / "validation.parquet")
+    config = TrialConfig(tiny_bert, "rte", train_size=0.1, epochs=1, lr=1e-4)
+    with pytest.raises(data.SubsetError, match="needs 249"):
+        trial.execute(config, data_dir=str(tmp_path), use_gpu=False)
+    [report] = trial.execute(config, data_dir=str(tmp_path), use_gpu=False, allow_subset=True)
+    assert report["train_examples"] == 40 and report["data_subset"] is True
+    assert (report["data_fingerprint"], report["data_source"]) == data.data_identity(
+        "rte", tmp_path)
+    [full] = trial.execute(config.replace(train_size=0.01), data_dir=str(tmp_path),
+                           use_gpu=False)
+    assert full["train_examples"] == 25 and full["data_subset"] is False
+
+
 
 
 def test_only_infrastructure_failures_are_retried():
