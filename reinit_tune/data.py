@@ -115,28 +115,33 @@ def _footer_of(path: str, mtime_ns: int, size: int) -> tuple[int, int | None]:
     return meta.num_rows, official
 
 
-def split_rows(task: str, split: str, data_dir: str | os.PathLike | None = None) -> int:
-    """Row count of a split without loading it (Parquet footer, or the official size)."""
+def _local_footer(task: str, split: str, data_dir: str | os.PathLike | None
+                  ) -> tuple[int, int | None] | None:
+    """(rows, official rows) of a split's local file (``_footer``); None when the split comes
+    from the hub."""
     _check_split(task, split)
     path = local_split_path(task, split, data_dir)
     if path is None:
-        return get_task(task).rows[split]
+        return None
     if not path.is_file():
         raise _missing(task, split, f"no file {path}")
-    return _footer(path)[0]
+    return _footer(path)
+
+
+def split_rows(task: str, split: str, data_dir: str | os.PathLike | None = None) -> int:
+    """Row count of a split without loading it (Parquet footer, or the official size)."""
+    footer = _local_footer(task, split, data_dir)
+    return get_task(task).rows[split] if footer is None else footer[0]
 
 
 def official_rows(task: str, split: str, data_dir: str | os.PathLike | None = None) -> int:
     """Rows of the official split, what a fractional size is a share of: a local file's
     ``subset`` metadata (``{"rows": 9999, "official_rows": 104743}``), else the file's own
     row count; the registry's split size when splits come from the hub."""
-    _check_split(task, split)
-    path = local_split_path(task, split, data_dir)
-    if path is None:
+    footer = _local_footer(task, split, data_dir)
+    if footer is None:
         return get_task(task).rows[split]
-    if not path.is_file():
-        raise _missing(task, split, f"no file {path}")
-    rows, official = _footer(path)
+    rows, official = footer
     return max(rows, official or rows)
 
 

@@ -260,3 +260,18 @@ def save_tiny_model(path: Path, family: str, *, layers: int = 3, seed: int = 0) 
         config["model_input_names"] = ["input_ids", "attention_mask"]
         config_file.write_text(json.dumps(config))
     return path
+
+
+def screenshot_script():
+    """``scripts/report_screenshot.py`` as a module; skips the test where no Chromium is
+    installed (``apt-get install chromium``)."""
+    import pytest
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import report_screenshot
+    finally:
+        sys.path.pop(0)
+    if report_screenshot.chromium() is None:
+        pytest.skip("no chromium on this machine (apt-get install chromium)")
+    return report_screenshot

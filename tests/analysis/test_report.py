@@ -15,7 +15,7 @@ from reinit_tune import families, store
 from reinit_tune.families import Grid
 from reinit_tune.sweep.options import RunOptions, SimilarityOptions
 from reinit_tune.sweep.runner import run_sweep
-from tests.helpers import REPO, SyntheticStore, cli, permutation_store
+from tests.helpers import REPO, SyntheticStore, cli, permutation_store, screenshot_script
 
 pytestmark = pytest.mark.ray
 L = 6
@@ -173,13 +173,7 @@ def test_the_trial_table_is_sortable_filterable_and_shows_epoch_curves(tmp_path,
 
 def test_the_report_works_in_headless_chromium(tmp_path, capsys):
     """The page's JavaScript, run by a real browser: filtered and sorted through the link."""
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import report_screenshot
-    finally:
-        sys.path.pop(0)
-    if report_screenshot.chromium() is None:
-        pytest.skip("no chromium on this machine (apt-get install chromium)")
+    report_screenshot = screenshot_script()
     synth = SyntheticStore(tmp_path / "results")
     for seed, score in enumerate((0.61, 0.74, 0.68)):
         synth.add("heads", "stsb", score, seed=seed, reinit_heads=((0, seed),))

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from reinit_tune.analysis import explore, frames, report
-from tests.helpers import REPO, SyntheticStore, cli
+from tests.helpers import REPO, SyntheticStore, cli, screenshot_script
 
 L = 6
 # A missing value printed as text, in any of the spellings pandas and Python give it.
@@ -225,13 +225,7 @@ def test_degenerate_configurations_are_listed_one_by_one(tmp_path, capsys):
 
 
 def test_the_screenshot_shows_the_filtered_table(tmp_path, capsys):
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import report_screenshot
-    finally:
-        sys.path.pop(0)
-    if report_screenshot.chromium() is None:
-        pytest.skip("no chromium on this machine (apt-get install chromium)")
+    report_screenshot = screenshot_script()
     from PIL import Image
 
     synth = SyntheticStore(tmp_path / "results")
