@@ -9,8 +9,8 @@
 ``sweeps/<family>.py`` scripts call ``sweep_main`` with their family's name, so
 ``python sweeps/progressive.py ...`` and ``reinit-tune sweep progressive ...`` are the same
 command. Exit status: 0 done, 1 some trials failed or did not finish (or a figure failed to
-draw), 2 bad input found before anything started (the message says what to change), 130
-interrupted.
+draw), 2 bad input found before anything started (the message says what to change), 128 +
+the signal when interrupted (130 Ctrl+C, 143 SIGTERM, 129 SIGHUP; the summary is printed).
 """
 
 from __future__ import annotations
@@ -262,15 +262,29 @@ def run_options(args: argparse.Namespace) -> RunOptions:
 
 
 def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
-    """Plan the family's grid and run it; bad input exits 2 before Ray starts, an
-    interrupted or partly failed sweep exits 1 (130 on Ctrl+C outside Tune)."""
+    """Plan the family's grid and run it; bad input exits 2 before Ray starts, a partly
+    failed sweep exits 1, an interrupted one 128 + the signal (130 Ctrl+C, 143 SIGTERM, 129
+    SIGHUP) after its summary. Ray, if this command started or joined it, is let go on every
+    way out (a local instance would otherwise outlive the command)."""
+    # A caller's own Ray (tests run several commands in one process) is the caller's to stop.
+    ours = "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+    try:
+        return _run_sweep(family, args)
+    finally:
+        if ours and "ray" in sys.modules:  # a dry run or bad input never imported it
+            from reinit_tune.sweep import cluster
+
+            cluster.shutdown_ray()
+
+
+def _run_sweep(family: Family, args: argparse.Namespace) -> int:
     # Imported here, as the other commands' modules below: `--help` and a dry run then never
     # pay for importing Ray (and torch only where the command needs it).
     from reinit_tune.sweep import cost
     from reinit_tune.sweep.plan import describe, make_plan
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    signals.forward_sigterm()
+    signals.install()
     try:
         model = args.model or family.model
         configs = configs_of(args, family)
@@ -298,19 +312,22 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
             print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,
                                       use_gpu=args.gpus_per_trial > 0,
                                       every_epoch=args.evaluate == "every-epoch"))
+            cluster.name_job(plan.name, sorted({c.model for c in plan.todo}), plan.results_dir)
             runner.connect(plan)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to run the sweep", file=sys.stderr)
-        return 130
+        return signals.exit_status()
     try:
         summary = runner.launch(plan)
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to finish the sweep", file=sys.stderr)
-        return 130
+        return signals.exit_status()
     print(summary)
+    if signals.received() is not None:
+        return signals.exit_status()
     return 1 if summary.failed or summary.not_finished else 0
 
 

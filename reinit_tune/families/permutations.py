@@ -49,6 +49,10 @@ def build(grid: Grid, *, permutations: int = PERMUTATIONS, protocol: str = "ours
     if protocol not in PROTOCOLS:
         raise InputError(f"--protocol: {protocol!r}; allowed: {list(PROTOCOLS)}")
     n_layers = grid.num_layers
+    if n_layers < 2:
+        # One layer has one order: every "permutation" would be the unpermuted baseline.
+        raise InputError(f"permutations: the model has {n_layers} layer, which has no other "
+                         "order to permute into; use a model with 2 or more layers")
     baselines = [{"reinit_layers": ()}, {"reinit_layers": tuple(range(n_layers))}]
     configs = expand(grid, baselines, experiment=experiment)
     runs = (range(permutations) if protocol == "ours" else range(1, permutations + 1))

@@ -152,6 +152,12 @@ def check_config(config: dict[str, Any], path: Path) -> list[str]:
     if heads and hidden and hidden % heads:
         problems.append(f"{path}: hidden_size {hidden} is not divisible by "
                         f"num_attention_heads {heads}; fix one of them")
+    kv = config.get("num_key_value_heads")
+    if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int) or kv < 1
+                           or (heads and heads % kv)):
+        problems.append(f"{path}: num_key_value_heads {kv!r} does not divide "
+                        f"num_attention_heads {heads} (each key/value head serves a whole "
+                        "group of query heads); fix one of them")
     if (n := estimated_parameters(config)) > MAX_PARAMETERS:
         problems.append(f"{path}: describes a model of ~{n / 1e9:,.0f}B parameters "
                         f"(num_hidden_layers {config.get('num_hidden_layers')}, hidden_size "
@@ -183,4 +189,28 @@ def check_weights(folder: Path, config: dict[str, Any]) -> list[str]:
     if embeddings and isinstance(vocab, int) and embeddings[0][0] != vocab:
         problems.append(f"model: {folder / 'config.json'} says vocab_size {vocab} but the word "
                         f"embeddings hold {embeddings[0][0]} rows; fix vocab_size")
+    # ELECTRA's embeddings may be narrower than its layers: they declare embedding_size.
+    width = config.get("embedding_size") or config.get("hidden_size")
+    if embeddings and isinstance(width, int) and embeddings[0][-1] != width:
+        field = "embedding_size" if config.get("embedding_size") else "hidden_size"
+        problems.append(f"model: {folder / 'config.json'} says {field} {width} but the word "
+                        f"embeddings in {folder} are {embeddings[0][-1]} wide; fix {field}, "
+                        "or pass the config saved with these weights")
     return problems
+
+
+# A sequence-classification head's output layer, by family: its rows are the labels.
+HEAD_OUTPUTS = ("classifier.weight", "classifier.out_proj.weight", "score.weight")
+
+
+def head_labels(folder: Path) -> int | None:
+    """How many labels the classification head saved in ``folder`` has (None: no head, or
+    weights that cannot be read, which ``check_weights`` reports)."""
+    try:
+        shapes = weight_shapes(folder)
+    except InputError:
+        return None
+    for name, shape in (shapes or {}).items():
+        if name in HEAD_OUTPUTS and len(shape) == 2:
+            return shape[0]
+    return None

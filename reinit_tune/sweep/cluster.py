@@ -106,6 +106,33 @@ def choose_address(environ: dict[str, str] | None = None,
     return "local", "starting a local Ray instance (no RAY_ADDRESS and no `ray start` cluster)"
 
 
+# What the dashboard's Jobs page shows in its Name column (the driver's job metadata);
+# set by ``name_job`` before ``connect_ray``.
+_job_metadata: dict[str, str] = {}
+
+
+def name_job(family: str, models: list[str], results: str | os.PathLike) -> dict[str, str]:
+    """Name the Ray job this command's driver will be after the sweep, so the dashboard's
+    Jobs page says what runs (``job_name``, Ray's key for that column)."""
+    _job_metadata.clear()
+    _job_metadata.update({
+        "job_name": f"reinit-tune {family}: {', '.join(models)} -> {results}",
+        "family": family, "model": ", ".join(models), "results": str(results)})
+    return dict(_job_metadata)
+
+
+def token_hint(environ: dict[str, str] | None = None) -> str:
+    """How to open a dashboard that asks for a token: Ray 2.60 takes it only in the page's
+    prompt (or an Authorization header), never in the URL."""
+    environ = os.environ if environ is None else environ
+    if environ.get("RAY_AUTH_TOKEN"):
+        where = "the RAY_AUTH_TOKEN variable"
+    else:
+        where = environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+    return (f"the page asks for a token: paste what `ray get-auth-token` prints (it reads "
+            f"{where})")
+
+
 def connect_ray() -> None:
     """Join or start Ray (see module docstring) and say which, and where the dashboard is."""
     import ray
@@ -123,13 +150,25 @@ def connect_ray() -> None:
         # Ray colours each worker's log prefix; in a file or a pipe that is escape codes
         os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     context = ray.init(address=address, log_to_driver=True, configure_logging=True,
-                       logging_level="warning")
+                       logging_level="warning",
+                       job_config=ray.job_config.JobConfig(metadata=dict(_job_metadata)))
     signals.forward_sigterm()  # ray.init replaced our SIGTERM handler with sys.exit
     if context.dashboard_url:
-        log.info("Ray dashboard: http://%s (trials by name, logs, CPU/GPU use; it lives as "
-                 "long as this Ray instance)", context.dashboard_url)
+        log.info("Ray dashboard: http://%s (Jobs: this sweep by name; Actors: its trial "
+                 "workers, logs, CPU/GPU use; it lives as long as this Ray instance)%s",
+                 context.dashboard_url,
+                 f"; {token_hint()}" if os.environ.get(AUTH_ENV) == "token" else "")
     elif address == "local":
         log.info("no Ray dashboard: it needs ray[default] (pip install 'reinit-tune[dashboard]')")
+
+
+def shutdown_ray() -> None:
+    """Disconnect from Ray; a local instance this process started stops with it (its raylet,
+    GCS and agents would otherwise linger after the command)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 # -- capacity ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from reinit_tune import data, store
@@ -141,6 +142,22 @@ def check_model(model: str) -> list[str]:
     return problems
 
 
+def check_head(model: str, tasks: set[str]) -> list[str]:
+    """A local checkpoint saved with a classification head: transformers refuses to load one
+    whose label count differs from the task's (a size mismatch inside every trial)."""
+    try:
+        folder = Path(resolve_model(model))
+    except InputError:
+        return []  # check_model reports it
+    saved = files.head_labels(folder) if folder.is_dir() else None
+    wrong = sorted(t for t in tasks
+                   if saved is not None and not get_task(t).is_qa
+                   and get_task(t).num_labels != saved)
+    return [f"model: {folder} holds a classification head with {saved} labels but "
+            f"{t} needs {get_task(t).num_labels}; save the base model without its head "
+            "(model.base_model.save_pretrained) and pass that folder" for t in wrong]
+
+
 def check_tokenizer(model: str, folder: Path, config: dict) -> list[str]:
     """The tokenizer loads, pads, and produces ids the model's embeddings cover."""
     try:
@@ -249,8 +266,13 @@ def check_split(task: str, split: str, data_dir: str | None) -> list[str]:
     if missing:
         return [f"{path} lacks columns {missing} that {task} needs "
                 f"({', '.join(needed)}); fix the file or --data-dir"]
+    if data.split_rows(task, split, data_dir) == 0:
+        return [f"{path} has no rows; {task} needs examples in its {split} split: fix the "
+                "file or --data-dir"]
+    if problems := check_texts(path, task, spec.text_fields):
+        return problems
     if spec.is_qa:
-        return []
+        return check_answers(path, task)
     try:
         labels = pq.read_table(path, columns=["label"])["label"]
     except (OSError, ValueError) as e:
@@ -277,6 +299,85 @@ def check_split(task: str, split: str, data_dir: str | None) -> list[str]:
     if low < 0 or high >= spec.num_labels:
         return [f"{path} has labels {low}..{high}; {task} needs 0..{spec.num_labels - 1}; "
                 "fix the file or --data-dir"]
+    return []
+
+
+def _first(mask: pa.ChunkedArray) -> int:
+    return int(pc.index(mask.fill_null(True), True).as_py())
+
+
+def check_texts(path: Path, task: str, fields: tuple[str, ...]) -> list[str]:
+    """Every text column holds a UTF-8 string in every row: the tokenizer's own error for a
+    null, a NaN or undecodable bytes names neither the file nor the column."""
+    for field in fields:
+        column = pq.read_table(path, columns=[field])[field]
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            return [f"{path}: column {field!r} holds {kind} values, not text; {task} needs a "
+                    "UTF-8 string in every row: fix the file (decode or convert the column)"]
+        if column.null_count:
+            return [f"{path}: column {field!r} is missing (null or NaN) in {column.null_count} "
+                    f"rows, the first row {_first(column.is_null())}; {task} needs a text in "
+                    "every row: fix the file (fill or drop those rows)"]
+        try:
+            column.validate(full=True)
+        except pa.ArrowInvalid:
+            # Only on this failure path: find the row, which pyarrow's message does not name.
+            values = [v for chunk in column.chunks
+                      for v in chunk.view(pa.binary()).to_pylist()]
+            row = next(i for i, v in enumerate(values) if not _decodes(v))
+            return [f"{path}: column {field!r} is not valid UTF-8 text in row {row}; fix the "
+                    "file: re-encode it as UTF-8 (or drop that row)"]
+    return []
+
+
+def _decodes(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _answer_problem(context: str, texts: list, starts: list) -> str | None:
+    if len(texts) != len(starts):
+        return f"{len(texts)} answer texts but {len(starts)} answer_start values"
+    for text, start in zip(texts, starts, strict=True):
+        if text is None or start is None:
+            return "an answer text or answer_start is null"
+        if start < 0 or start + len(text) > len(context):
+            return (f"answer_start {start} of {text!r} lies outside its "
+                    f"{len(context)}-character context")
+        if context[start:start + len(text)] != text:
+            return (f"the answer {text!r} is not in its context at answer_start {start} "
+                    f"(the context there reads {context[start:start + len(text)]!r})")
+    return None
+
+
+def check_answers(path: Path, task: str) -> list[str]:
+    """SQuAD rows the QA featurizer cannot label: an empty context, or a gold answer that is
+    not the context's text at its ``answer_start`` (labelled as unanswerable, silently)."""
+    table = pq.read_table(path, columns=["context", "answers"])
+    empty = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(table["context"])), 0)
+    if (count := int(pc.sum(empty).as_py() or 0)):
+        return [f"{path}: column 'context' is empty in {count} rows, the first row "
+                f"{_first(empty)}; {task} needs a context for every question: fix or drop "
+                "those rows"]
+    kind = table["answers"].type
+    if not (pa.types.is_struct(kind) and {"text", "answer_start"} <= {f.name for f in kind}):
+        return [f"{path}: column 'answers' is {kind}, not the SQuAD struct of 'text' and "
+                "'answer_start' lists; fix the file"]
+    bad, first = 0, ""
+    for row, (context, answer) in enumerate(zip(table["context"].to_pylist(),
+                                                table["answers"].to_pylist(), strict=True)):
+        answer = answer or {}
+        if (problem := _answer_problem(context, answer.get("text") or [],
+                                       answer.get("answer_start") or [])):
+            bad += 1
+            first = first or f"row {row}: {problem}"
+    if bad:
+        return [f"{path}: {bad} answers do not match their context (first {first}); fix "
+                "answer_start (the character offset of the answer) or drop those rows"]
     return []
 
 
@@ -329,6 +430,8 @@ def preflight(
     problems += check_configs(configs, shapes)
     for model in sorted({c.model for c in configs}):
         problems += check_model(model)
+        problems += check_head(model, {t for c in configs if c.model == model
+                                       for t in (c.task, c.intermediate_task) if t})
     sizes: dict[str, set] = defaultdict(set)  # an intermediate task trains at the trial's size
     for c in configs:
         for task in filter(None, (c.task, c.intermediate_task)):
@@ -340,9 +443,10 @@ def preflight(
         except InputError as e:
             problems.append(str(e))
             continue
-        for split in get_task(task).splits:
-            problems += check_split(task, split, data_dir)
-        problems += check_sizes(task, sizes[task], data_dir, options.allow_subset)
+        found = [p for split in get_task(task).splits for p in check_split(task, split, data_dir)]
+        problems += found
+        if not found:  # sizes of a file that is broken or empty say nothing more
+            problems += check_sizes(task, sizes[task], data_dir, options.allow_subset)
     problems += check_folder(results_dir, "--results", (store.TRIALS, store.EPOCHS))
     if "://" in storage:
         problems += check_storage_uri(storage)

@@ -1,29 +1,64 @@
-"""SIGTERM takes the path Ctrl+C takes.
+"""Ctrl+C, SIGTERM and SIGHUP take one path: a graceful stop, the summary, exit 128 + signal.
 
-Cluster schedulers, ``timeout`` and ``kill`` stop a driver with SIGTERM. Ray's ``ray.init``
-answers it with ``sys.exit`` mid-call (stack dumps, exit 134 from Ray's threads), while Ctrl+C
-asks Ray Tune to end the run cleanly: running trials stop, finished trials are already stored,
-and the summary says to rerun. ``forward_sigterm`` makes SIGTERM call whatever handles SIGINT
-at that moment (Tune's graceful stop during a sweep, ``KeyboardInterrupt`` outside it).
+Cluster schedulers, ``timeout`` and ``kill`` stop a driver with SIGTERM, a closed terminal or
+SSH session sends SIGHUP. Ray's ``ray.init`` answers SIGTERM with ``sys.exit`` mid-call (stack
+dumps, exit 134 from Ray's threads), SIGHUP kills the process without a word, and Tune's own
+Ctrl+C handler leaves no trace of the interruption (the command then exited 1, not 130).
+Here all three are recorded and, during a Tune run, ask Tune to end it cleanly: running
+trials stop, finished trials are already stored, and the summary says to rerun. Tune's stop
+is reached through its SIGUSR1 handler (Tune's SIGINT handler is turned off with its
+``TUNE_DISABLE_SIGINT_HANDLER``, so that Ctrl+C comes here first). A second signal, or one
+outside a Tune run, raises ``KeyboardInterrupt``: the command stops at once.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from types import FrameType
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-def _as_sigint(signum: int, frame: FrameType | None) -> None:
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler):
-        handler(signal.SIGINT, frame)
-    else:  # SIGINT ignored or left to the OS: stop the way an unhandled Ctrl+C would
+_received: list[int] = []
+# SIGUSR1's handler when ours were installed: a later one is the running Tune's stop handler
+# (a finished run leaves its handler behind, which must not swallow a signal).
+_before_tune: list[object] = [None]
+
+
+def _stop(signum: int, frame: FrameType | None) -> None:
+    first = not _received
+    _received.append(signum)
+    tune_stop = signal.getsignal(signal.SIGUSR1)
+    if first and callable(tune_stop) and tune_stop is not _before_tune[0]:
+        tune_stop(signum, frame)
+    else:
         raise KeyboardInterrupt
 
 
+def received() -> int | None:
+    """The first stop signal this command received (None: none)."""
+    return _received[0] if _received else None
+
+
+def exit_status(default: int = 130) -> int:
+    """128 + the first stop signal's number (130 Ctrl+C, 143 SIGTERM, 129 SIGHUP)."""
+    return 128 + _received[0] if _received else default
+
+
+def install() -> None:
+    """A fresh command: forget earlier signals (in-process tests run several) and route the
+    stop signals here."""
+    _received.clear()
+    forward_sigterm()
+
+
 def forward_sigterm() -> None:
-    """Route SIGTERM to the current SIGINT handler (call again after anything, such as
-    ``ray.init``, installs its own SIGTERM handler). Only the main thread may set handlers."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _as_sigint)
+    """Route SIGINT, SIGTERM and SIGHUP here (call again after anything, such as ``ray.init``,
+    installs its own handlers). Only the main thread may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+    _before_tune[0] = signal.getsignal(signal.SIGUSR1)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stop)

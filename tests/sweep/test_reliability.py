@@ -171,7 +171,7 @@ def test_interrupted_and_killed_driver_then_rerun_finishes_the_sweep(
         first.send_signal(signal.SIGTERM)
         out, _ = first.communicate(timeout=120)
         after_sigint = stored(results)
-        assert first.returncode == 1, out[-3000:]
+        assert first.returncode == 128 + signal.SIGTERM, out[-3000:]
         assert "not finished" in out and "rerun the same command" in out
         assert "Traceback" not in out and "Fatal Python error" not in out, out[-3000:]
         assert "does not answer" in out and "starting a local Ray instance instead" in out

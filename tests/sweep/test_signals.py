@@ -1,12 +1,15 @@
-"""SIGTERM takes Ctrl+C's path; a local Ray instance keeps token authentication on."""
+"""Ctrl+C, SIGTERM and SIGHUP take one graceful path (summary, exit 128 + signal, Ray
+stopped); a local Ray instance keeps token authentication on."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,29 +18,78 @@ from reinit_tune.sweep import cluster, signals
 from tests.helpers import REPO
 
 
-def test_sigterm_calls_the_current_sigint_handler(monkeypatch):
+def _restored(signums):
+    saved = {s: signal.getsignal(s) for s in signums}
+
+    def restore():
+        for s, handler in saved.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+    return restore
+
+
+@pytest.mark.parametrize("signum", signals.STOP_SIGNALS, ids=lambda s: signal.Signals(s).name)
+def test_a_stop_signal_during_a_tune_run_asks_tune_to_stop(signum):
     calls = []
-    monkeypatch.setattr(signal, "getsignal", lambda s: (lambda n, f: calls.append(n))
-                        if s == signal.SIGINT else signal.SIG_DFL)
-    previous = signal.getsignal(signal.SIGTERM)
+    restore = _restored((*signals.STOP_SIGNALS, signal.SIGUSR1))
     try:
-        signals.forward_sigterm()
-        os.kill(os.getpid(), signal.SIGTERM)
+        signals.install()
+        signal.signal(signal.SIGUSR1, lambda n, f: calls.append(n))  # as tune.run installs it
+        os.kill(os.getpid(), signum)
+        assert calls == [signum] and signals.exit_status() == 128 + signum
+        with pytest.raises(KeyboardInterrupt):  # a second signal stops at once
+            os.kill(os.getpid(), signum)
+        assert calls == [signum]
     finally:
-        signal.signal(signal.SIGTERM, previous if callable(previous) else signal.SIG_DFL)
-    assert calls == [signal.SIGINT]
+        restore()
 
 
-def test_sigterm_outside_a_sweep_is_a_keyboard_interrupt():
-    previous = signal.getsignal(signal.SIGTERM)
-    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh process
+def test_a_stop_signal_outside_a_sweep_is_a_keyboard_interrupt():
+    restore = _restored(signals.STOP_SIGNALS)
     try:
-        signals.forward_sigterm()
+        signals.install()
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGTERM)
+        assert signals.exit_status() == 143
     finally:
-        signal.signal(signal.SIGTERM, previous if callable(previous) else signal.SIG_DFL)
-        signal.signal(signal.SIGINT, sigint)
+        restore()
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP],
+                         ids=lambda s: signal.Signals(s).name)
+def test_an_interrupted_sweep_prints_its_summary_exits_128_plus_the_signal_and_stops_ray(
+        signum, tiny_bert, glue_dir, tmp_path):
+    from tests.sweep.test_reliability import descendants, reap, start_sweep, stored, wait_for_rows
+
+    results = tmp_path / "results"
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))  # short: socket path limit
+    env = {**os.environ, "REINIT_TUNE_DATA": str(glue_dir), "RAY_TMPDIR": str(ray_tmp),
+           "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    args = ["--model", tiny_bert, "--tasks", "rte", "--sizes", "32", "--seeds", "3",
+            "--epochs", "2", "--k", "0", "4", "--results", str(results),
+            "--cpus-per-trial", "1"]
+    started: list[subprocess.Popen] = []
+    try:
+        proc = start_sweep(args, env, started)
+        wait_for_rows(proc, results, 0)
+        ray_processes = descendants(proc.pid)
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=120)
+        assert proc.returncode == 128 + signum, out[-3000:]
+        assert "not finished" in out and "rerun the same command" in out, out[-3000:]
+        assert "Traceback" not in out and "Fatal Python error" not in out, out[-3000:]
+        assert 0 < len(stored(results)) < 12
+        # ray.shutdown ran: the instance's raylet and GCS are gone with the command
+        assert not reap(ray_processes) & {"raylet", "gcs_server"}
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                children = descendants(proc.pid)
+                proc.kill()
+                proc.communicate()
+                reap(children)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_a_local_ray_instance_gets_token_auth_before_ray_is_imported(monkeypatch, tmp_path):
