@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
 from reinit_tune.analysis import frames
@@ -275,3 +276,59 @@ def screenshot_script():
     if report_screenshot.chromium() is None:
         pytest.skip("no chromium on this machine (apt-get install chromium)")
     return report_screenshot
+
+
+# -- sweep processes (reliability and signal tests) --------------------------------------
+def start_sweep(args: list[str], env: dict, started: list) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "sweeps/progressive.py", *args], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    started.append(proc)
+    return proc
+
+
+def stored(results: Path) -> set[Path]:
+    folder = results / store.TRIALS
+    return set(folder.glob("*.parquet")) if folder.is_dir() else set()
+
+
+def wait_for_rows(proc: subprocess.Popen, results: Path, more_than: int, timeout=240) -> None:
+    deadline = time.monotonic() + timeout
+    while len(stored(results)) <= more_than:
+        if proc.poll() is not None:
+            _pytest_fail(f"sweep ended early ({proc.returncode}):\n{proc.stdout.read()[-3000:]}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            _pytest_fail("no trial finished in time")
+        time.sleep(0.2)
+
+
+def descendants(pid: int) -> list:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def reap(processes: list) -> set[str]:
+    """Names of the processes (ours) still alive after a grace period; those are killed here,
+    by pid. A zombie is dead, only not yet collected by its parent."""
+    def alive(p) -> str | None:
+        try:
+            return None if p.status() == psutil.STATUS_ZOMBIE else p.name()
+        except psutil.NoSuchProcess:
+            return None
+
+    _, waiting = psutil.wait_procs(processes, timeout=5)
+    names = set()
+    for p in waiting:
+        if (name := alive(p)) is not None:
+            names.add(name)
+            p.kill()
+    return names
+
+
+def _pytest_fail(message: str) -> None:
+    import pytest
+
+    pytest.fail(message)

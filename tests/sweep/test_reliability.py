@@ -12,11 +12,9 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from pathlib import Path
 
 import duckdb
-import psutil
 import pytest
 import torch
 from ray.tune import Callback
@@ -29,7 +27,7 @@ from reinit_tune.hardware import resolve_precision
 from reinit_tune.sweep import cluster, trial
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.runner import run_sweep
-from tests.helpers import REPO, free_port
+from tests.helpers import REPO, descendants, free_port, reap, start_sweep, stored, wait_for_rows
 
 
 # -- a trial's worker process killed mid-training ----------------------------------------
@@ -96,55 +94,6 @@ def stale_ray_tmpdir() -> Path:
     (root / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{free_port()}")
     yield root
     shutil.rmtree(root, ignore_errors=True)
-
-
-def start_sweep(args: list[str], env: dict, started: list) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "sweeps/progressive.py", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    started.append(proc)
-    return proc
-
-
-def stored(results: Path) -> set[Path]:
-    folder = results / store.TRIALS
-    return set(folder.glob("*.parquet")) if folder.is_dir() else set()
-
-
-def wait_for_rows(proc: subprocess.Popen, results: Path, more_than: int, timeout=240) -> None:
-    deadline = time.monotonic() + timeout
-    while len(stored(results)) <= more_than:
-        if proc.poll() is not None:
-            pytest.fail(f"sweep ended early ({proc.returncode}):\n{proc.stdout.read()[-3000:]}")
-        if time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail("no trial finished in time")
-        time.sleep(0.2)
-
-
-def descendants(pid: int) -> list:
-    try:
-        return psutil.Process(pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-
-
-def reap(processes: list) -> set[str]:
-    """Names of the processes (ours) still alive after a grace period; those are killed here,
-    by pid. A zombie is dead, only not yet collected by its parent."""
-    def alive(p) -> str | None:
-        try:
-            return None if p.status() == psutil.STATUS_ZOMBIE else p.name()
-        except psutil.NoSuchProcess:
-            return None
-
-    _, waiting = psutil.wait_procs(processes, timeout=5)
-    names = set()
-    for p in waiting:
-        if (name := alive(p)) is not None:
-            names.add(name)
-            p.kill()
-    return names
 
 
 @pytest.mark.ray

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reinit_tune.sweep import cluster, signals
-from tests.helpers import REPO
+from tests.helpers import REPO, descendants, reap, start_sweep, stored, wait_for_rows
 
 
 def _restored(signums):
@@ -59,8 +59,6 @@ def test_a_stop_signal_outside_a_sweep_is_a_keyboard_interrupt():
                          ids=lambda s: signal.Signals(s).name)
 def test_an_interrupted_sweep_prints_its_summary_exits_128_plus_the_signal_and_stops_ray(
         signum, tiny_bert, glue_dir, tmp_path):
-    from tests.sweep.test_reliability import descendants, reap, start_sweep, stored, wait_for_rows
-
     results = tmp_path / "results"
     ray_tmp = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))  # short: socket path limit
     env = {**os.environ, "REINIT_TUNE_DATA": str(glue_dir), "RAY_TMPDIR": str(ray_tmp),
