@@ -41,6 +41,7 @@ from reinit_tune.sweep.options import (
     Resources,
     RunOptions,
     SimilarityOptions,
+    pack_size_arg,
 )
 from reinit_tune.tasks import TASKS
 
@@ -162,6 +163,13 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                      help="CPUs per trial, also its torch threads")
     run.add_argument("--gpus-per-trial", type=float, default=_RUN.resources.gpus_per_trial,
                      help="GPUs per trial; fractions pack several trials on one GPU")
+    run.add_argument("--pack-size", type=pack_size_arg, default=_RUN.pack_size,
+                     help="train up to N trials that differ only in their surgery (same task, "
+                          "seed, size, epochs, batch, lr and schedule, precision, model) as "
+                          "one fused pack per Tune trial, each stored as its own trial; "
+                          "'auto': 1 on CPUs, on a GPU what its free memory holds. Probing "
+                          "and sequential trials run unpacked (so do QA trials and runs with "
+                          "--similarity or --save-model)")
     run.add_argument("--max-failures", type=int, default=_RUN.max_failures,
                      help="retries of a failing trial (a killed worker, a preempted node)")
     run.add_argument("--storage", default=None,
@@ -258,6 +266,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         save_model=args.save_model, log_every=args.log_every, evaluate=args.evaluate,
         loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
         allow_subset=args.allow_subset, data_changed=args.data_changed,
+        pack_size=args.pack_size,
     )
 
 
@@ -458,7 +467,44 @@ def parser() -> argparse.ArgumentParser:
                        help="only the trials of this family (default: every family)")
     pairs.add_argument("--data-dir", default=None,
                        help="data folder (default: $REINIT_TUNE_DATA, else the hub)")
+
+    maintain = commands.add_parser(
+        "store", help="compact or check a results store", formatter_class=_Help,
+        description="Maintain a results store. Sweeps write one small Parquet file per trial "
+                    "(and per table); `compact` merges them into a few large files, which "
+                    "every reader loads in a fraction of a second (safe while sweeps write "
+                    "and reports read; sweeps compact by themselves past "
+                    "2,000 small files). `check` reads every table and names what readers "
+                    "skip: unreadable or foreign files, malformed rows, trials whose epoch "
+                    "rows are unreadable (the next sweep runs those again).")
+    actions = maintain.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (("compact", "merge the per-trial files into compacted files"),
+                         ("check", "report unreadable files, malformed rows and trials whose "
+                                   "epoch rows are unreadable (exit status 1 if any)")):
+        sub = actions.add_parser(action, help=text, description=text, formatter_class=_Help)
+        sub.add_argument("--results", default="results", help="results store folder")
     return p
+
+
+def store_command(args: argparse.Namespace) -> int:
+    import time
+
+    from reinit_tune import store
+
+    results = Path(args.results)
+    if not results.is_dir():
+        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+        return 2
+    if args.action == "check":
+        check = store.check_store(results)
+        print(check)
+        return 0 if check.clean else 1
+    start = time.perf_counter()
+    merged = store.compact(results)
+    files = ", ".join(f"{n} {name}" for name, n in merged.items() if n) or "nothing"
+    print(f"compacted {results} in {time.perf_counter() - start:.1f} s: merged {files} "
+          f"per-trial files; {store.small_file_count(results)} per-trial files left")
+    return 0
 
 
 def consistency_command(args: argparse.Namespace) -> int:
@@ -500,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
         return report.run(Path(args.results), Path(args.out) if args.out else None, args.only)
     if args.command == "consistency":
         return consistency_command(args)
+    if args.command == "store":
+        return store_command(args)
     return compare_command(args)
 
 

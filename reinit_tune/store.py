@@ -291,7 +291,8 @@ def equivalence_key(config: TrialConfig) -> str:
 def equivalent_ids(results_dir: str | os.PathLike) -> dict[str, str]:
     """``equivalence_key`` → id of a stored "ok" trial with that key (its own run, not a
     reuse)."""
-    df = load_trials(results_dir, status="ok")
+    df = load_trials(results_dir, status="ok",
+                     columns=["trial_id", "config_json", "reused_from"])
     found = {}
     known = {f.name for f in dataclasses.fields(TrialConfig)}
     for trial_id, blob, reused in zip(df["trial_id"], df["config_json"], df["reused_from"],
@@ -314,33 +315,22 @@ def reuse_trial(results_dir: str | os.PathLike, source_id: str, config: TrialCon
     root = Path(results_dir)
     trial_id = config.trial_id
     for table, schema in ((SIMILARITY, SIMILARITY_SCHEMA), (STEPS, STEP_SCHEMA)):
-        source = root / table / f"{source_id}.parquet"
-        if source.is_file():
-            rows = [{**r, "trial_id": trial_id} for r in _read_one(source, schema).to_pylist()]
+        if rows := _rows_of(root, table, source_id):  # a per-trial or a compacted file
+            rows = [{**r, "trial_id": trial_id} for r in rows]
             _write_atomic(_table(rows, schema), root / table / f"{trial_id}.parquet")
-    epochs = []
-    if (root / EPOCHS / f"{source_id}.parquet").is_file():
-        epochs = [{**r, "trial_id": trial_id, "experiment": config.experiment}
-                  for r in _read_one(root / EPOCHS / f"{source_id}.parquet",
-                                     EPOCH_SCHEMA).to_pylist()]
-    [row] = _read_one(root / TRIALS / f"{source_id}.parquet", TRIAL_SCHEMA).to_pylist()
+    epochs = [{**r, "trial_id": trial_id, "experiment": config.experiment}
+              for r in _rows_of(root, EPOCHS, source_id)]
+    [row] = _rows_of(root, TRIALS, source_id)
     row.update(trial_id=trial_id, experiment=config.experiment, reused_from=source_id,
                config_json=json.dumps(config.to_dict(), sort_keys=True))
     return write_trial(root, row, epochs)
 
 
-def _read(folder: Path, schema: pa.Schema) -> pd.DataFrame:
-    files = sorted(folder.glob("*.parquet")) if folder.is_dir() else []
-    if not files:
-        return schema.empty_table().to_pandas()
+def _read(folder: Path, schema: pa.Schema, columns: list[str] | None = None) -> pd.DataFrame:
     # The current schema, not the first file's: rows written by an older version that lack a
-    # newer column read as nulls instead of dropping the column.
-    try:
-        table = ds.dataset([str(f) for f in files], schema=schema, format="parquet").to_table()
-    except (OSError, pa.ArrowException):
-        table = pa.concat_tables([t for t in (_read_one(f, schema) for f in files)
-                                  if t is not None] or [schema.empty_table()])
-    return table.to_pandas()
+    # newer column read as nulls instead of dropping the column (``_read_table``).
+    name = next(n for n, (_, s) in _TABLES.items() if s is schema)
+    return _read_table(folder, name, columns).to_pandas()
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -382,16 +372,21 @@ def _read_one(path: Path, schema: pa.Schema) -> pa.Table | None:
 
 def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:
     """Store files that cannot be read (a disk fault, a foreign file): what ``load_trials``
-    and the other readers skip."""
-    bad = []
-    for name in (TRIALS, EPOCHS, SIMILARITY, STEPS, PAIRS):
-        folder = Path(results_dir) / name
-        for path in sorted(folder.glob("*.parquet")) if folder.is_dir() else []:
-            try:
-                pq.read_schema(path)
-            except (OSError, pa.ArrowException):
-                bad.append(path)
-    return bad
+    and the other readers skip. One pass over the footers (``check_store`` reads rows too)."""
+    bad: list[Path] = []
+    con = _connect()
+    for name, (key, _) in _TABLES.items():
+        small, compacted = _listing(Path(results_dir) / name)
+        files = small + compacted
+        if not files:
+            continue
+        problems = _Problems()
+        with contextlib.suppress(_Vanished):
+            for group in _schema_groups(con, files, problems):
+                if not _usable(pq.read_schema(group[0]), key, name):
+                    problems.foreign += [Path(f) for f in group]
+        bad += problems.unreadable + problems.foreign
+    return sorted(bad)
 
 
 def ran_on_subset(row: Any) -> bool:
@@ -403,19 +398,29 @@ def ran_on_subset(row: Any) -> bool:
         and bool(value)
 
 
-def load_trials(results_dir: str | os.PathLike, status: str | None = None) -> pd.DataFrame:
+def load_trials(results_dir: str | os.PathLike, status: str | None = None,
+                columns: list[str] | None = None) -> pd.DataFrame:
     """One row per finished trial (``status`` "ok" or "error"); filter with ``status=``.
-    ``data_subset`` is a plain bool column (older stores' nulls read as False)."""
-    df = _read(Path(results_dir) / TRIALS, TRIAL_SCHEMA)
-    df["data_subset"] = df["data_subset"].eq(True).astype(bool)
+    ``data_subset`` is a plain bool column (older stores' nulls read as False).
+
+    ``columns``: only these (in this order), read only from disk; every column when None.
+    ``trial_columns()`` names all but the large payloads (``config_json``, ``versions``),
+    which analysis seldom needs and which dominate the table's memory."""
+    wanted = None if columns is None else list(columns)
+    read = wanted if wanted is None or status is None or "status" in wanted \
+        else [*wanted, "status"]
+    df = _read(Path(results_dir) / TRIALS, TRIAL_SCHEMA, read)
+    if "data_subset" in df:
+        df["data_subset"] = df["data_subset"].eq(True).astype(bool)
     if status is not None:
         df = df[df["status"] == status].reset_index(drop=True)
-    return df
+    return df if wanted is None else df[wanted]
 
 
-def load_epochs(results_dir: str | os.PathLike) -> pd.DataFrame:
+def load_epochs(results_dir: str | os.PathLike,
+                columns: list[str] | None = None) -> pd.DataFrame:
     """One row per (trial, epoch); join to ``load_trials`` on ``trial_id``."""
-    return _read(Path(results_dir) / EPOCHS, EPOCH_SCHEMA)
+    return _read(Path(results_dir) / EPOCHS, EPOCH_SCHEMA, columns)
 
 
 def finished_ids(results_dir: str | os.PathLike) -> set[str]:
@@ -429,8 +434,9 @@ def finished_ids(results_dir: str | os.PathLike) -> set[str]:
 
 def finished_data(results_dir: str | os.PathLike) -> dict[str, tuple[str | None, str | None]]:
     """Id of every trial stored "ok" (recomputed as ``finished_ids`` does) → its
-    (``data_fingerprint``, ``data_source``); None where the row predates them."""
-    df = load_trials(results_dir, status="ok")
+    (``data_fingerprint``, ``data_source``); None where the row predates them. A trial
+    whose epoch rows are unreadable is not finished (``_finished_rows``)."""
+    df = _finished_rows(results_dir)
     known = {f.name for f in dataclasses.fields(TrialConfig)}
     found: dict[str, tuple[str | None, str | None]] = {}
     for stored_id, blob, fingerprint, source in zip(
@@ -503,9 +509,10 @@ def write_steps(results_dir: str | os.PathLike, trial_id: str, rows: list[dict])
     return path
 
 
-def load_steps(results_dir: str | os.PathLike) -> pd.DataFrame:
+def load_steps(results_dir: str | os.PathLike,
+               columns: list[str] | None = None) -> pd.DataFrame:
     """One row per (trial, logged step); join to ``load_trials`` on ``trial_id``."""
-    return _read(Path(results_dir) / STEPS, STEP_SCHEMA)
+    return _read(Path(results_dir) / STEPS, STEP_SCHEMA, columns)
 
 
 def _write_keyed(results_dir: str | os.PathLike, table: str, key: str, value: str,
@@ -517,8 +524,10 @@ def _write_keyed(results_dir: str | os.PathLike, table: str, key: str, value: st
 
 
 def _stored_ids(results_dir: str | os.PathLike, table: str) -> set[str]:
+    # per-trial files by name (no need to open them), compacted ones by their key column
     folder = Path(results_dir) / table
-    return {p.stem for p in folder.glob("*.parquet")} if folder.is_dir() else set()
+    small, _ = _listing(folder)
+    return {Path(p).stem for p in small} | _compacted_keys(folder, _TABLES[table][0])
 
 
 def write_pairs(results_dir: str | os.PathLike, pair_id: str, rows: list[dict]) -> Path:
@@ -526,9 +535,10 @@ def write_pairs(results_dir: str | os.PathLike, pair_id: str, rows: list[dict]) 
     return _write_keyed(results_dir, PAIRS, "pair_id", pair_id, rows, PAIR_SCHEMA)
 
 
-def load_pairs(results_dir: str | os.PathLike) -> pd.DataFrame:
+def load_pairs(results_dir: str | os.PathLike,
+               columns: list[str] | None = None) -> pd.DataFrame:
     """One row per (pair of trials, layer)."""
-    return _read(Path(results_dir) / PAIRS, PAIR_SCHEMA)
+    return _read(Path(results_dir) / PAIRS, PAIR_SCHEMA, columns)
 
 
 def pair_ids(results_dir: str | os.PathLike) -> set[str]:
@@ -540,10 +550,522 @@ def write_similarity(results_dir: str | os.PathLike, trial_id: str, rows: list[d
     return _write_keyed(results_dir, SIMILARITY, "trial_id", trial_id, rows, SIMILARITY_SCHEMA)
 
 
-def load_similarity(results_dir: str | os.PathLike) -> pd.DataFrame:
+def load_similarity(results_dir: str | os.PathLike,
+                    columns: list[str] | None = None) -> pd.DataFrame:
     """One row per (trial, layer); join to ``load_trials`` on ``trial_id``."""
-    return _read(Path(results_dir) / SIMILARITY, SIMILARITY_SCHEMA)
+    return _read(Path(results_dir) / SIMILARITY, SIMILARITY_SCHEMA, columns)
 
 
 def similarity_ids(results_dir: str | os.PathLike) -> set[str]:
     return _stored_ids(results_dir, SIMILARITY)
+
+
+# -- reading at any size, checking, compaction -------------------------------------------
+# Reading goes through DuckDB (already a dependency for the README's SQL): over per-trial
+# files it reads footers and rows about twice as fast as pyarrow.dataset and four times as
+# fast as a loop of pq.read_table (measured over 1,000 files; benchmarks/RESULTS.md, "the
+# store at scale"), reading only the columns asked for. The usual store, whose files all
+# have the current schema, is read with one ``read_parquet`` call per batch of files; a batch
+# that DuckDB refuses (an older version's files lack a column, a damaged or foreign file) is
+# grouped by schema (one ``parquet_schema`` pass over its footers) and each group read the
+# same way, then conformed (``_conform``): older files keep loading, other programs' files
+# are skipped with a warning naming them, damaged ones found by bisection (``_bisect``).
+# Per-trial files are the write-ahead format; ``compact`` merges them into a few large files,
+# which read in a fraction of a second whatever their row count.
+
+COMPACTED_PREFIX = "compacted-"
+# Per-trial payloads that most readers never look at: read only when asked for by name.
+PAYLOAD_COLUMNS = ("config_json", "versions")
+_TABLES = {TRIALS: ("trial_id", TRIAL_SCHEMA), EPOCHS: ("trial_id", EPOCH_SCHEMA),
+           SIMILARITY: ("trial_id", SIMILARITY_SCHEMA), STEPS: ("trial_id", STEP_SCHEMA),
+           PAIRS: ("pair_id", PAIR_SCHEMA)}
+_FILENAME = "__store_file"
+_BATCH_FILES = 5000
+
+
+class _Vanished(Exception):
+    """A file listed for reading is gone: a compaction merged it meanwhile; list again."""
+
+
+@dataclasses.dataclass
+class _Problems:
+    """What a read skipped, for warnings and ``check_store``."""
+
+    unreadable: list[Path] = dataclasses.field(default_factory=list)
+    foreign: list[Path] = dataclasses.field(default_factory=list)
+    malformed: list[tuple[Path, str, str]] = dataclasses.field(default_factory=list)
+
+
+def _listing(folder: Path) -> tuple[list[str], list[str]]:
+    """The per-trial files and the compacted files of a table folder (oldest first)."""
+    if not folder.is_dir():
+        return [], []
+    small = sorted(e.path for e in os.scandir(folder) if e.name.endswith(".parquet")
+                   and not e.name.startswith((".", COMPACTED_PREFIX)))
+    # A second listing, taken after the first: a per-trial file missing from the first was
+    # deleted by a compaction after it renamed its compacted file into place, so this one
+    # sees that compacted file (``compact``).
+    compacted = sorted(e.path for e in os.scandir(folder)
+                       if e.name.startswith(COMPACTED_PREFIX) and e.name.endswith(".parquet"))
+    return small, compacted
+
+
+def _connect():
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    # One thread: over many small files DuckDB's worker threads each keep per-file buffers
+    # (10,000 files: 1.2 GB peak with 2 threads, 0.3 GB with one) and gain no speed, the
+    # cost being each footer's parse; a compacted file is read in well under a second.
+    con.execute("SET threads = 1")
+    return con
+
+
+def _bisect(files: list[str], attempt, bad: list[Path]) -> list:
+    """``attempt(files)`` over all files at once; where it fails, over halves, down to the
+    single files that fail (appended to ``bad``): one damaged file costs a few extra passes,
+    not a per-file loop over a healthy store."""
+    import duckdb
+
+    try:
+        return [attempt(files)]
+    except (duckdb.Error, pa.ArrowException, OSError):
+        if any(not os.path.exists(f) for f in files):
+            raise _Vanished from None
+        if len(files) == 1:
+            bad.append(Path(files[0]))
+            return []
+        mid = len(files) // 2
+        return _bisect(files[:mid], attempt, bad) + _bisect(files[mid:], attempt, bad)
+
+
+def _schema_groups(con, files: list[str], problems: _Problems) -> list[list[str]]:
+    """``files`` grouped by identical schema; files whose footer cannot be read go to
+    ``problems.unreadable``."""
+    def signatures(chunk: list[str]) -> list[tuple[str, str]]:
+        return con.sql(
+            "SELECT file_name, string_agg(concat_ws('|', name, type, repetition_type, "
+            "converted_type, logical_type, num_children), ';' ORDER BY "
+            "concat_ws('|', name, type, repetition_type, converted_type, logical_type, "
+            "num_children)) FROM parquet_schema($files) GROUP BY file_name",
+            params={"files": chunk}).fetchall()
+
+    groups: dict[str, list[str]] = {}
+    for part in _bisect(files, signatures, problems.unreadable):
+        for name, signature in part:
+            groups.setdefault(signature, []).append(name)
+    return list(groups.values())
+
+
+def _usable(schema: pa.Schema, key: str, table: str) -> bool:
+    """Whether files of ``schema`` are this store's table (of any version): the key (and a
+    trial's status) as strings. Another program's Parquet file has other columns."""
+    # every trial row since 0.1 has its config (what resumption recomputes ids from)
+    required = (key, "status", "config_json") if table == TRIALS else (key,)
+    return all(name in schema.names and pa.types.is_string(schema.field(name).type)
+               for name in required)
+
+
+def _malformed_mask(table: pa.Table, key: str, name: str) -> tuple[pa.Array, list[str]]:
+    """Rows no reader can use (True in the mask), and why: no key (or status), a
+    ``reinit_heads`` entry that is not a (layer, head) pair, ``versions`` that is not JSON."""
+    import pyarrow.compute as pc
+
+    n = len(table)
+    reasons = [""] * n
+
+    def flag(mask, why: str) -> None:
+        for i in pc.indices_nonzero(mask.fill_null(True) if hasattr(mask, "fill_null")
+                                    else mask).to_pylist():
+            reasons[i] = reasons[i] or why
+
+    flag(pc.is_null(table[key]), f"no {key}")
+    if name == TRIALS:
+        if "status" in table.column_names:
+            flag(pc.invert(pc.is_in(table["status"], pa.array(["ok", "error"]))),
+                 "status is neither 'ok' nor 'error'")
+        if "reinit_heads" in table.column_names:
+            heads = table["reinit_heads"].combine_chunks()
+            if len(heads) and heads.null_count < len(heads):
+                pairs = pc.list_flatten(heads)
+                bad_pair = pc.invert(pc.equal(pc.list_value_length(pairs), 2).fill_null(False))
+                if len(pairs):
+                    rows = pc.list_parent_indices(heads).filter(bad_pair)
+                    mask = pc.is_in(pa.array(range(n), pa.int64()), value_set=rows.cast(
+                        pa.int64()))
+                    flag(mask, "a reinit_heads entry is not a (layer, head) pair")
+        if "versions" in table.column_names:
+            bad_json = []
+            for value in pc.unique(table["versions"]).to_pylist():
+                if value is None:
+                    continue
+                try:
+                    if not isinstance(json.loads(value), dict):
+                        bad_json.append(value)
+                except ValueError:
+                    bad_json.append(value)
+            if bad_json:
+                flag(pc.is_in(table["versions"], pa.array(bad_json, pa.string())),
+                     "versions is not a JSON object")
+    return pa.array([bool(r) for r in reasons], pa.bool_()), reasons
+
+
+def _read_files(con, files: list[str], name: str, columns: list[str],
+                problems: _Problems) -> pa.Table:
+    """The usable rows of ``files`` (one table folder), conformed to its schema's
+    ``columns``, with the file each row came from in ``_FILENAME``."""
+    import duckdb
+
+    known_bad = len(problems.unreadable)
+    if len(files) > _BATCH_FILES:
+        # DuckDB keeps some state per file until its query ends (100,000 files in one query:
+        # 1.6 GB peak); batches bound the peak at no cost in speed.
+        return pa.concat_tables([_read_files(con, files[i:i + _BATCH_FILES], name, columns,
+                                             problems)
+                                 for i in range(0, len(files), _BATCH_FILES)])
+    key, schema = _TABLES[name]
+    wanted = list(dict.fromkeys([key, *(["status", "reinit_heads", "versions"]
+                                        if name == TRIALS else []), *columns]))
+    if "train_fraction" in wanted and "train_size" not in wanted:
+        wanted.append("train_size")  # the pre-0.3 float column holds fractions too
+    target = pa.schema([schema.field(c) for c in wanted]
+                       + [pa.field(_FILENAME, pa.string())])
+    def read(chunk: list[str], present: list[str]) -> pa.Table:
+        select = ", ".join(f'"{c}"' for c in present)
+        return con.sql(f"SELECT {select}, filename AS {_FILENAME} FROM "
+                       "read_parquet($files, filename = true)",
+                       params={"files": chunk}).to_arrow_table()
+
+    tables = []
+    try:
+        # The usual store: every file has the current schema, and one read does it (DuckDB
+        # refuses a file that lacks a column asked for, which sends the read to the groups).
+        tables.append(_conform(read(files, wanted), target))
+    except (duckdb.Error, pa.ArrowException):
+        if any(not os.path.exists(f) for f in files):
+            raise _Vanished from None
+        groups = _schema_groups(con, files, problems)
+    else:
+        groups = []
+    for group in groups:
+        file_schema = pq.read_schema(group[0])
+        if not _usable(file_schema, key, name):
+            for f in group:
+                log.warning("skipping %s: not a reinit-tune %s file (its columns: %s)", f,
+                            name, ", ".join(file_schema.names[:8]))
+            problems.foreign += [Path(f) for f in group]
+            continue
+        present = [c for c in wanted if c in file_schema.names]
+        for part in _bisect(group, lambda chunk, present=present: read(chunk, present),
+                            problems.unreadable):
+            try:
+                tables.append(_conform(part, target))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                problems.foreign += [Path(f) for f in dict.fromkeys(
+                    part[_FILENAME].to_pylist())]
+                log.warning("skipping %d %s files whose columns have other types (e.g. %s)",
+                            len(part), name, part[_FILENAME][0])
+    for path in problems.unreadable[known_bad:]:
+        log.warning("skipping unreadable results file %s; delete or restore it", path)
+    table = pa.concat_tables(tables) if tables else target.empty_table()
+    mask, reasons = _malformed_mask(table, key, name)
+    if mask.true_count:
+        import pyarrow.compute as pc
+
+        keys, origins = table[key].to_pylist(), table[_FILENAME].to_pylist()
+        for i in pc.indices_nonzero(mask).to_pylist():
+            problems.malformed.append((Path(origins[i]), keys[i], reasons[i]))
+            log.warning("skipping malformed %s row %s in %s: %s", name, keys[i], origins[i],
+                        reasons[i])
+        table = table.filter(pc.invert(mask))
+    return table
+
+
+def _read_table(folder: Path, name: str, columns: list[str] | None = None,
+                problems: _Problems | None = None) -> pa.Table:
+    """Every usable row of a table folder exactly once, in key order: a per-trial file's
+    rows win over a compacted file's rows of the same key (the per-trial file is either
+    being compacted right now, or a later attempt written since), and a newer compacted file
+    wins over an older one."""
+    import pyarrow.compute as pc
+
+    key, schema = _TABLES[name]
+    if columns is None:
+        columns = list(schema.names)
+    unknown = [c for c in columns if c not in schema.names]
+    if unknown:
+        raise ValueError(f"no column {', '.join(unknown)} in the {name} table")
+    con = _connect()
+    for attempt in range(5):
+        found = _Problems()
+        try:
+            small, compacted = _listing(folder)
+            parts = [_read_files(con, small, name, columns, found)] if small else []
+            for path in reversed(compacted):  # newest first
+                parts.append(_read_files(con, [path], name, columns, found))
+            break
+        except _Vanished:
+            if attempt == 4:
+                raise
+    if problems is not None:
+        problems.unreadable += found.unreadable
+        problems.foreign += found.foreign
+        problems.malformed += found.malformed
+    seen: pa.Array = pa.array([], pa.string())
+    kept = []
+    for part in parts:
+        if len(seen):
+            part = part.filter(pc.invert(pc.is_in(part[key], value_set=seen)))
+        kept.append(part)
+        seen = pa.concat_arrays([seen, pc.unique(part[key])])
+    target = pa.schema([schema.field(c) for c in columns])
+    if not kept:
+        return target.empty_table()
+    table = pa.concat_tables(kept).sort_by([(key, "ascending")])
+    return table.select(columns).cast(target)
+
+
+def trial_columns(payload: bool = False) -> list[str]:
+    """The trial table's columns, without the large per-trial payloads (``PAYLOAD_COLUMNS``)
+    unless ``payload``: ``load_trials(results, columns=trial_columns())`` for analysis."""
+    return [c for c in TRIAL_SCHEMA.names if payload or c not in PAYLOAD_COLUMNS]
+
+
+def _compacted_keys(folder: Path, key: str) -> set[str]:
+    _, compacted = _listing(folder)
+    keys: set[str] = set()
+    for path in compacted:
+        with contextlib.suppress(OSError, pa.ArrowException):
+            keys.update(pq.read_table(path, columns=[key])[key].to_pylist())
+    return keys
+
+
+def _rows_of(root: Path, name: str, value: str) -> list[dict[str, Any]]:
+    """The stored rows of one trial (or pair) of a table, from its per-trial file or, once
+    compacted, from the newest compacted file that holds it."""
+    key, schema = _TABLES[name]
+    path = root / name / f"{value}.parquet"
+    if path.is_file():
+        table = _read_one(path, schema)
+        if table is not None or path.exists():
+            return [] if table is None else table.to_pylist()
+        # gone between the two looks: a compaction merged it; read it from there
+    _, compacted = _listing(root / name)
+    for f in reversed(compacted):
+        with contextlib.suppress(OSError, pa.ArrowException):
+            rows = ds.dataset(f, schema=schema, format="parquet").to_table(
+                filter=ds.field(key) == value)
+            if len(rows):
+                return rows.to_pylist()
+    return []
+
+
+def _finished_rows(results_dir: str | os.PathLike) -> pd.DataFrame:
+    """Trials stored "ok" whose epoch rows are readable. A trial that completed epochs but
+    whose epoch file is unreadable (or holds malformed rows) is not finished: the next sweep
+    reruns it and rewrites its epoch rows, instead of skipping it forever with them lost. A
+    trial without any epoch file (none was written) still counts."""
+    root = Path(results_dir)
+    df = load_trials(root, status="ok", columns=[
+        "trial_id", "config_json", "data_fingerprint", "data_source", "epochs_completed",
+        "reused_from"])
+    problems = _Problems()
+    epochs = _read_table(root / EPOCHS, EPOCHS, ["trial_id"], problems)
+    broken = problems.unreadable + problems.foreign
+    damaged = {p.stem for p in broken if not p.name.startswith(COMPACTED_PREFIX)}
+    damaged |= {trial for _, trial, _ in problems.malformed if trial}
+    compacted_damaged = any(p.name.startswith(COMPACTED_PREFIX) for p in broken)
+    have = set(epochs["trial_id"].to_pylist())
+    lost = (df["epochs_completed"].fillna(0).gt(0) & ~df["trial_id"].isin(have)
+            & (df["trial_id"].isin(damaged) | compacted_damaged))
+    if lost.any():
+        log.warning("%d trials stored ok have unreadable epoch rows (e.g. %s): they count as "
+                    "not finished and run again", int(lost.sum()),
+                    df.loc[lost, "trial_id"].iloc[0])
+    return df[~lost].reset_index(drop=True)
+
+
+@dataclasses.dataclass
+class StoreCheck:
+    """What ``check_store`` found: files no reader can use, rows skipped as malformed,
+    trials stored "ok" whose epoch rows are unreadable (the next sweep reruns them), and
+    how many per-trial and compacted files each table has."""
+
+    unreadable: list[Path]
+    foreign: list[Path]
+    malformed: list[tuple[Path, str, str]]
+    lost_epochs: list[str]
+    files: dict[str, tuple[int, int]]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs)
+
+    def __str__(self) -> str:
+        lines = [f"{name}: {small} per-trial files, {compacted} compacted"
+                 for name, (small, compacted) in self.files.items() if small or compacted]
+        lines += [f"unreadable file (delete or restore it): {p}" for p in self.unreadable]
+        lines += [f"not a reinit-tune file (move it elsewhere): {p}" for p in self.foreign]
+        lines += [f"malformed row {key} in {p}: {why}" for p, key, why in self.malformed]
+        lines += [f"trial {t} is stored ok but its epoch rows are unreadable: the next sweep "
+                  "runs it again" for t in self.lost_epochs]
+        lines.append("store is clean" if self.clean else "store has problems (above)")
+        return "\n".join(lines)
+
+
+def check_store(results_dir: str | os.PathLike) -> StoreCheck:
+    """Read every table of the store as the readers do and report what they skip."""
+    root = Path(results_dir)
+    problems = _Problems()
+    files = {}
+    for name in _TABLES:
+        small, compacted = _listing(root / name)
+        files[name] = (len(small), len(compacted))
+        key = _TABLES[name][0]
+        _read_table(root / name, name, [key], problems)
+    ok = set(load_trials(root, status="ok", columns=["trial_id"])["trial_id"])
+    finished = set(_finished_rows(root)["trial_id"])
+    return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
+                      sorted(ok - finished), files)
+
+
+@contextlib.contextmanager
+def _compaction_lock(root: Path):
+    """One compaction at a time per store (another one running: yield False)."""
+    import fcntl
+
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".compact.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _identity(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def small_file_count(results_dir: str | os.PathLike) -> int:
+    """How many per-trial (not yet compacted) files the store's tables hold."""
+    return sum(len(_listing(Path(results_dir) / name)[0]) for name in _TABLES)
+
+
+def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(_TABLES), *,
+            batch_files: int = 50_000, min_files: int = 2) -> dict[str, int]:
+    """Merge each table's per-trial files into compacted files; return how many per-trial
+    files each table merged.
+
+    Per-trial files stay the write-ahead format: every sweep writes them, atomically, and
+    compaction only folds them into ``compacted-<ns>-<id>.parquet`` files in the same folder
+    with the table's full current schema (so ``SELECT ... FROM 'trials/*.parquet'``, pandas
+    and pyarrow read a compacted store as before). Per batch of files, in this order:
+
+    1. note each file's identity (inode, size, mtime), then read it (bad files are left in
+       place, still reported by ``check_store``: merging must never lose a row);
+    2. write the compacted file under a hidden temporary name, fsync, rename it into place;
+    3. delete the merged per-trial files whose identity is unchanged (one rewritten since
+       step 1, a later attempt of its trial, stays and wins).
+
+    Readers resolve overlaps by key (``_read_table``): a per-trial file's rows win over
+    compacted rows of the same trial, a newer compacted file over an older one. Between
+    steps 2 and 3 both copies exist and readers see the per-trial one; after 3 the
+    compacted one; a kill anywhere leaves either a hidden temporary file (skipped by
+    readers, removed by ``remove_partial_files``) or rows in both places: nothing is lost
+    and every row reads once. A reader whose listing raced a deletion lists again
+    (``_listing``, ``_Vanished``). Only one compaction runs at a time (a lock file);
+    another returns at once with nothing merged.
+
+    Plain readers (DuckDB or pandas over ``trials/*.parquet``) apply no such rule: they see
+    a trial twice while a compaction is between steps 2 and 3, and when a trial compacted
+    earlier ran again (its new row, per-trial or compacted later, beside its old compacted
+    one). ``load_trials`` resolves both; in SQL, keep each trial's latest row:
+    ``QUALIFY row_number() OVER (PARTITION BY trial_id ORDER BY finished_at DESC) = 1``.
+    """
+    root = Path(results_dir)
+    merged = dict.fromkeys(tables, 0)
+    with _compaction_lock(root) as locked:
+        if not locked:
+            log.warning("another compaction of %s is running: skipped", root)
+            return merged
+        con = _connect()
+        for name in tables:
+            key, schema = _TABLES[name]
+            small, _ = _listing(root / name)
+            if len(small) < min_files:
+                continue
+            for start in range(0, len(small), batch_files):
+                batch = small[start:start + batch_files]
+                stamp = time.time_ns()
+                before = {f: _identity(f) for f in batch}
+                problems = _Problems()
+                try:
+                    table = _read_files(con, batch, name, list(schema.names), problems)
+                except _Vanished:  # another writer or compaction is at work: next time
+                    continue
+                bad = {str(p) for p in problems.unreadable + problems.foreign}
+                bad |= {str(p) for p, _, _ in problems.malformed}
+                if bad:
+                    import pyarrow.compute as pc
+
+                    table = table.filter(pc.invert(pc.is_in(
+                        table[_FILENAME], value_set=pa.array(sorted(bad), pa.string()))))
+                done = [f for f in batch if f not in bad and before[f] is not None]
+                if not done:
+                    continue
+                table = table.select(schema.names).cast(schema).sort_by([(key, "ascending")])
+                path = root / name / (f"{COMPACTED_PREFIX}{stamp:020d}-"
+                                      f"{uuid.uuid4().hex[:8]}.parquet")
+                _write_compacted(table, path)
+                for f in done:
+                    if _identity(f) == before[f]:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(f)
+                merged[name] += len(done)
+    return merged
+
+
+def _write_compacted(table: pa.Table, path: Path) -> None:
+    # Durable before the per-trial files go: fsync the file, rename, fsync the folder.
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        pq.write_table(table, tmp, row_group_size=100_000)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# Past this many per-trial files, the end of a sweep compacts the store: reading 2,000 small
+# files costs about a second, a compacted store a tenth of that at any size.
+COMPACT_AFTER_FILES = 2000
+
+
+def compact_if_many(results_dir: str | os.PathLike,
+                    threshold: int | None = None) -> dict[str, int] | None:
+    """``compact`` the store when it holds more than ``threshold`` (``COMPACT_AFTER_FILES``)
+    per-trial files; what it merged, or None when it was left as it is."""
+    limit = COMPACT_AFTER_FILES if threshold is None else threshold
+    if small_file_count(results_dir) <= limit:
+        return None
+    began = time.perf_counter()
+    merged = compact(results_dir, min_files=1)
+    log.info("compacted %d per-trial files of %s in %.1f s", sum(merged.values()),
+             results_dir, time.perf_counter() - began)
+    return merged

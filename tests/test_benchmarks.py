@@ -93,3 +93,17 @@ def test_bench_eval_smoke_compares_the_two_evaluation_policies(capsys, tiny_bert
                       r"evaluating every epoch, ([\d,.]+) final only", out)
     assert match and float(match.group(2).replace(",", "")) < float(
         match.group(1).replace(",", ""))
+
+
+def test_bench_store_smoke_reads_writes_and_compacts_a_synthetic_store(capsys):
+    from benchmarks import bench_store
+
+    assert bench_store.main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    rows = {(r[1], " ".join(r[2:-3])): r for r in table_rows(out, "40 ")}
+    for layout in ("per-trial", "compacted"):
+        assert int(rows[(layout, "load_trials")][-1]) == 40
+        assert int(rows[(layout, "duckdb SELECT *")][-1]) == 40
+        assert rows[(layout, "finished_ids")][-1] == rows[(layout, "duckdb aggregate")][-1]
+    assert int(rows[("per-trial", "compact")][-1]) == 80  # 40 trial and 40 epoch files
+    assert re.search(r"40 compacted: load_trials / duckdb SELECT \* = [\d.]+", out)

@@ -9,6 +9,7 @@ import time
 import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
 from tests.helpers import REPO
@@ -211,3 +212,307 @@ def test_rows_record_the_data_they_saw_and_old_rows_read_as_full_data(tmp_path):
     old = store.load_trials(OLD_STORE)  # written before the data columns existed
     assert not old["data_subset"].any() and old["data_fingerprint"].isna().all()
     assert set(store.finished_data(OLD_STORE).values()) == {(None, None)}
+
+
+# -- reading at scale, bad files, compaction (issue 21) ------------------------------------
+def _store(tmp_path, n=6):
+    configs = [TrialConfig(EMBEDDED_MODEL, task, seed=seed, train_size=500)
+               for task in ("sst2", "cola") for seed in range(n // 2)]
+    for c in configs:
+        write(tmp_path, c)
+    return configs
+
+
+def _frame(df):
+    return df.sort_values(list(df.columns[:1])).reset_index(drop=True).astype(str)
+
+
+def test_only_the_columns_asked_for_are_read(tmp_path):
+    _store(tmp_path, 4)
+    df = store.load_trials(tmp_path, columns=["trial_id", "score"], status="ok")
+    assert list(df.columns) == ["trial_id", "score"] and len(df) == 4
+    light = store.load_trials(tmp_path, columns=store.trial_columns())
+    assert "config_json" not in light and "versions" not in light and "score" in light
+    assert list(store.load_epochs(tmp_path, columns=["epoch"])["epoch"]) == [1, 2] * 4
+    try:
+        store.load_trials(tmp_path, columns=["no_such_column"])
+    except ValueError as e:
+        assert "no_such_column" in str(e)
+    else:
+        raise AssertionError("an unknown column must be refused")
+
+
+def test_foreign_and_damaged_files_are_skipped_and_named(tmp_path, caplog):
+    import pyarrow as pa
+
+    configs = _store(tmp_path, 4)
+    trials = tmp_path / "trials"
+    pq.write_table(pa.table({"a": [1], "b": ["x"]}), trials / "other-program.parquet")
+    pq.write_table(pa.table({"trial_id": [7], "status": ["ok"]}), trials / "int-ids.parquet")
+    (trials / "damaged.parquet").write_bytes(b"PAR1 not really")
+    (trials / ".half.parquet.0123.tmp").write_bytes(b"half a file")
+    df = store.load_trials(tmp_path)
+    assert sorted(df["trial_id"]) == sorted(c.trial_id for c in configs)  # no phantom rows
+    for name in ("other-program.parquet", "int-ids.parquet", "damaged.parquet"):
+        assert name in caplog.text
+    assert ".half" not in caplog.text
+    assert {p.name for p in store.unreadable_files(tmp_path)} == {
+        "other-program.parquet", "int-ids.parquet", "damaged.parquet"}
+    check = store.check_store(tmp_path)
+    assert {p.name for p in check.unreadable} == {"damaged.parquet"}
+    assert {p.name for p in check.foreign} == {"other-program.parquet", "int-ids.parquet"}
+    assert not check.clean and "damaged.parquet" in str(check)
+    assert store.finished_ids(tmp_path) == {c.trial_id for c in configs}
+
+
+def test_malformed_rows_are_reported_and_skipped(tmp_path, caplog):
+    good, heads, versions = (TrialConfig(EMBEDDED_MODEL, "rte", seed=s) for s in range(3))
+    for c in (good, heads, versions):
+        write(tmp_path, c)
+    for config, column, value in ((heads, "reinit_heads", [[0, 1], [2, 3, 4]]),
+                                  (versions, "versions", "torch 2.x")):
+        path = tmp_path / "trials" / f"{config.trial_id}.parquet"
+        rows = pq.read_table(path).to_pylist()
+        rows[0][column] = value
+        pq.write_table(pq.read_table(path).from_pylist(rows, schema=store.TRIAL_SCHEMA), path)
+    df = store.load_trials(tmp_path)
+    assert list(df["trial_id"]) == [good.trial_id]
+    assert heads.trial_id in caplog.text and "not a (layer, head) pair" in caplog.text
+    assert versions.trial_id in caplog.text and "not a JSON object" in caplog.text
+    check = store.check_store(tmp_path)
+    assert {(key, why.split()[0]) for _, key, why in check.malformed} == {
+        (heads.trial_id, "a"), (versions.trial_id, "versions")}
+    assert store.finished_ids(tmp_path) == {good.trial_id}
+
+
+def test_a_trial_whose_epoch_file_is_unreadable_is_not_finished(tmp_path):
+    lost, kept = TrialConfig(EMBEDDED_MODEL, "rte", seed=0), TrialConfig(EMBEDDED_MODEL, "rte",
+                                                                        seed=1)
+    write(tmp_path, lost)
+    write(tmp_path, kept)
+    (tmp_path / "epochs" / f"{lost.trial_id}.parquet").write_bytes(b"disk fault")
+    assert len(store.load_trials(tmp_path)) == 2 and len(store.load_epochs(tmp_path)) == 2
+    assert store.finished_ids(tmp_path) == {kept.trial_id}  # the next sweep reruns it
+    check = store.check_store(tmp_path)
+    assert check.lost_epochs == [lost.trial_id] and "runs it again" in str(check)
+    write(tmp_path, lost)  # the rerun rewrites both files
+    assert store.finished_ids(tmp_path) == {lost.trial_id, kept.trial_id}
+    assert store.check_store(tmp_path).clean
+
+
+def _everything(root):
+    return (_frame(store.load_trials(root)), _frame(store.load_epochs(root)),
+            store.finished_ids(root))
+
+
+def _same(a, b):
+    assert a[0].equals(b[0]) and a[1].equals(b[1]) and a[2] == b[2]
+
+
+def test_compaction_merges_files_and_every_reader_sees_the_same_rows(tmp_path):
+    configs = _store(tmp_path, 8)
+    store.write_similarity(tmp_path, configs[0].trial_id, [{"layer": 0, "cka": 0.5}])
+    before = _everything(tmp_path)
+    merged = store.compact(tmp_path)
+    assert merged == {"trials": 8, "epochs": 8, "similarity": 0, "steps": 0, "pairs": 0}
+    names = [p.name for p in (tmp_path / "trials").iterdir()]
+    assert len(names) == 1 and names[0].startswith(store.COMPACTED_PREFIX)
+    _same(before, _everything(tmp_path))
+    assert store.small_file_count(tmp_path) == 1  # the one similarity file (min_files=2)
+    [(n,)] = duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/trials/*.parquet' "
+                        "WHERE status = 'ok'").fetchall()
+    assert n == 8 and len(pd.read_parquet(tmp_path / "trials")) == 8
+    joined = duckdb.sql(f"SELECT t.seed, e.epoch FROM '{tmp_path}/trials/*.parquet' t "
+                        f"JOIN '{tmp_path}/epochs/*.parquet' e USING (trial_id)").df()
+    assert len(joined) == 16
+    # a later attempt of a compacted trial (a new per-trial file) wins over its compacted row
+    write(tmp_path, configs[1], status="error", epochs=1)
+    df = store.load_trials(tmp_path).set_index("trial_id")
+    assert len(df) == 8 and df.loc[configs[1].trial_id, "status"] == "error"
+    assert len(store.load_epochs(tmp_path)) == 15
+    store.compact(tmp_path)  # and the newer compacted file wins over the older one
+    assert store.load_trials(tmp_path).set_index("trial_id").loc[configs[1].trial_id,
+                                                                 "status"] == "error"
+    assert len(list((tmp_path / "trials").iterdir())) == 2
+    assert configs[1].trial_id not in store.finished_ids(tmp_path)
+
+
+def test_reuse_and_ids_work_on_a_compacted_store(tmp_path):
+    source = TrialConfig(EMBEDDED_MODEL, "rte", seed=0, experiment="progressive")
+    other = TrialConfig(EMBEDDED_MODEL, "rte", seed=1, experiment="progressive")
+    for c in (source, other):
+        write(tmp_path, c)
+        store.write_similarity(tmp_path, c.trial_id, [{"layer": 0, "cka": 0.5}])
+    store.compact(tmp_path)
+    assert store.similarity_ids(tmp_path) == {source.trial_id, other.trial_id}
+    copy = TrialConfig(EMBEDDED_MODEL, "rte", seed=0, experiment="heads")
+    assert store.equivalent_ids(tmp_path)[store.equivalence_key(copy)] == source.trial_id
+    store.reuse_trial(tmp_path, source.trial_id, copy)
+    df = store.load_trials(tmp_path).set_index("trial_id")
+    assert df.loc[copy.trial_id, "reused_from"] == source.trial_id
+    assert df.loc[copy.trial_id, "score"] == df.loc[source.trial_id, "score"]
+    epochs = store.load_epochs(tmp_path)
+    assert list(epochs[epochs["trial_id"] == copy.trial_id]["experiment"]) == ["heads"] * 2
+    assert copy.trial_id in store.similarity_ids(tmp_path)
+    assert store.finished_ids(tmp_path) == {source.trial_id, other.trial_id, copy.trial_id}
+
+
+def test_a_compaction_killed_at_any_step_loses_nothing(tmp_path, monkeypatch):
+    class Killed(BaseException):
+        pass
+
+    _store(tmp_path, 6)
+    before = _everything(tmp_path)
+    seen_during = []
+    real_replace, real_unlink = os.replace, os.unlink
+
+    def kill_on_rename(src, dst):
+        raise Killed
+
+    monkeypatch.setattr(store.os, "replace", kill_on_rename)  # before the rename
+    try:
+        store.compact(tmp_path)
+    except Killed:
+        pass
+    monkeypatch.setattr(store.os, "replace", real_replace)
+    _same(before, _everything(tmp_path))
+    deleted = []
+
+    def kill_after(n):
+        def unlink(path):
+            seen_during.append(_everything(tmp_path))  # a reader between the steps
+            if len(deleted) == n:
+                raise Killed
+            deleted.append(path)
+            real_unlink(path)
+        return unlink
+
+    for n in (0, 3):  # after the rename, before any deletion; halfway through the deletions
+        monkeypatch.setattr(store.os, "unlink", kill_after(n))
+        try:
+            store.compact(tmp_path)
+        except Killed:
+            pass
+        monkeypatch.setattr(store.os, "unlink", real_unlink)
+        _same(before, _everything(tmp_path))
+    for during in seen_during:
+        _same(before, during)
+    store.compact(tmp_path)  # finishing the job later merges what is left
+    _same(before, _everything(tmp_path))
+    assert store.small_file_count(tmp_path) == 0
+
+
+def test_a_trial_rewritten_during_compaction_keeps_its_new_attempt(tmp_path, monkeypatch):
+    configs = _store(tmp_path, 4)
+    real = store._write_compacted
+
+    def rewrite_then_write(table, path):
+        if path.parent.name == "trials":
+            write(tmp_path, configs[0], status="error", epochs=1)  # a sweep writing meanwhile
+        real(table, path)
+
+    monkeypatch.setattr(store, "_write_compacted", rewrite_then_write)
+    store.compact(tmp_path)
+    assert (tmp_path / "trials" / f"{configs[0].trial_id}.parquet").is_file()
+    df = store.load_trials(tmp_path).set_index("trial_id")
+    assert len(df) == 4 and df.loc[configs[0].trial_id, "status"] == "error"
+
+
+def test_an_old_store_with_new_rows_compacts_into_the_current_schema(tmp_path):
+    import shutil
+
+    shutil.copytree(OLD_STORE, tmp_path, dirs_exist_ok=True)
+    new = TrialConfig(EMBEDDED_MODEL, "sst2", seed=9)
+    write(tmp_path, new)
+    before = _everything(tmp_path)
+    assert len(before[0]) == 5 and new.trial_id in before[2]
+    store.compact(tmp_path)
+    _same(before, _everything(tmp_path))
+    [compacted] = (tmp_path / "trials").iterdir()
+    assert pq.read_schema(compacted).names == store.TRIAL_SCHEMA.names
+
+
+def test_a_store_is_compacted_past_a_number_of_small_files(tmp_path):
+    _store(tmp_path, 4)  # 8 per-trial files
+    assert store.compact_if_many(tmp_path, threshold=8) is None
+    assert store.small_file_count(tmp_path) == 8
+    assert store.compact_if_many(tmp_path, threshold=7) == {
+        "trials": 4, "epochs": 4, "similarity": 0, "steps": 0, "pairs": 0}
+    assert store.small_file_count(tmp_path) == 0 and len(store.load_trials(tmp_path)) == 4
+
+
+def test_the_store_command_checks_and_compacts(tmp_path, capsys):
+    from tests.helpers import cli
+
+    configs = _store(tmp_path, 4)
+    code, out = cli(capsys, "store", "check", "--results", str(tmp_path))
+    assert code == 0 and "trials: 4 per-trial files, 0 compacted" in out
+    assert "store is clean" in out
+    code, out = cli(capsys, "store", "compact", "--results", str(tmp_path))
+    assert code == 0 and "merged 4 trials, 4 epochs per-trial files" in out
+    assert store.small_file_count(tmp_path) == 0
+    (tmp_path / "epochs" / f"{configs[0].trial_id}.parquet").write_bytes(b"disk fault")
+    write(tmp_path, configs[1], status="error", epochs=0)
+    code, out = cli(capsys, "store", "check", "--results", str(tmp_path))
+    assert code == 1 and f"unreadable file (delete or restore it): {tmp_path}" in out
+    assert "trials: 1 per-trial files, 1 compacted" in out
+    code, out = cli(capsys, "store", "check", "--results", str(tmp_path / "missing"))
+    assert code == 2
+
+
+def test_a_reader_whose_listing_raced_a_compaction_lists_again(tmp_path, monkeypatch):
+    _store(tmp_path, 4)
+    before = _everything(tmp_path)
+    stale = {name: store._listing(tmp_path / name) for name in ("trials", "epochs")}
+    store.compact(tmp_path)  # deletes every file of the stale listings
+    real, calls = store._listing, []
+
+    def first_stale(folder):
+        calls.append(folder.name)
+        if calls.count(folder.name) == 1 and folder.name in stale:
+            return stale[folder.name]  # listed just before the compaction renamed its file
+        return real(folder)
+
+    monkeypatch.setattr(store, "_listing", first_stale)
+    _same(before, _everything(tmp_path))
+    assert calls.count("trials") >= 2
+
+
+def test_a_file_with_a_sound_footer_and_damaged_pages_is_found_and_skipped(tmp_path, caplog):
+    configs = _store(tmp_path, 4)
+    path = tmp_path / "trials" / f"{configs[0].trial_id}.parquet"
+    data = bytearray(path.read_bytes())
+    data[4:2000] = b"\xff" * 1996  # the column chunks, not the footer at the end
+    path.write_bytes(bytes(data))
+    df = store.load_trials(tmp_path)
+    assert sorted(df["trial_id"]) == sorted(c.trial_id for c in configs[1:])
+    assert path.name in caplog.text
+    assert [p.name for p in store.check_store(tmp_path).unreadable] == [path.name]
+
+
+@pytest.mark.ray
+def test_a_sweep_compacts_a_large_store_and_resumes_and_reuses_from_it(
+        ray_local, tiny_bert, glue_dir, tmp_path, monkeypatch):
+    from reinit_tune import families
+    from reinit_tune.families import Grid
+    from reinit_tune.sweep.options import RunOptions
+    from reinit_tune.sweep.runner import run_sweep
+
+    monkeypatch.setattr(store, "COMPACT_AFTER_FILES", 1)  # a trial writes 2 per-trial files
+
+    def grid(family: str) -> list:
+        return families.get(family).configs(Grid(
+            tiny_bert, tasks=("rte",), sizes=(8,), seeds=1, epochs=1, data_dir=str(glue_dir),
+            lr=1e-4), k=[4])
+
+    options = RunOptions(results_dir=tmp_path, data_dir=str(glue_dir), max_failures=0)
+    assert run_sweep(grid("progressive"), options).ok == 1
+    assert store.small_file_count(tmp_path) == 0
+    assert [p.name.split("-")[0] for p in (tmp_path / "trials").iterdir()] == ["compacted"]
+    again = run_sweep(grid("progressive"), options)
+    assert (again.ok, again.skipped) == (0, 1)
+    copied = run_sweep(grid("small_data"), options)
+    assert (copied.ok, copied.reused) == (0, 1)
+    trials = store.load_trials(tmp_path)
+    assert len(trials) == 2 and trials["reused_from"].notna().sum() == 1
+    assert len(store.load_epochs(tmp_path)) == 2

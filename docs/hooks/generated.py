@@ -76,6 +76,8 @@ def cli_reference() -> str:
     for name, sub in _subcommands(top).items():
         if name != "sweep":
             lines += _section(f"reinit-tune {name}", sub, 2)
+            for action, action_parser in _subcommands(sub).items():  # e.g. store compact
+                lines += _section(f"reinit-tune {name} {action}", action_parser, 3)
             continue
         lines += _section("reinit-tune sweep", sub, 2)
         by_family = _subcommands(sub)

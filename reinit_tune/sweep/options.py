@@ -17,9 +17,24 @@ from reinit_tune.errors import InputError
 # Checkpoint an epoch that took this long: a preempted bert-base trial on 50k examples then
 # loses at most one epoch, while the many short trials of a sweep never pay for checkpoints.
 DEFAULT_CHECKPOINT_AFTER_S = 300.0
+# ``--pack-size auto``: 1 on CPUs, on a GPU what its free memory holds (reinit_tune.sweep.packs).
+AUTO_PACK_SIZE = "auto"
 # What a rerun does with stored trials of its grid that were trained on other data (their
 # data fingerprint differs from the data found now): stop before any trial, or rerun them.
 DATA_CHANGED = ("stop", "rerun")
+
+
+def pack_size_arg(text: str) -> int | str:
+    """``--pack-size``: a positive count or ``auto``."""
+    if text == AUTO_PACK_SIZE:
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InputError(f"--pack-size: must be a positive integer or 'auto', got {text!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -98,6 +113,9 @@ class RunOptions:
     # Stored "ok" trials of the grid whose data fingerprint differs from the data now: one of
     # DATA_CHANGED ("stop": pre-flight error; "rerun": train them again, replacing their rows).
     data_changed: str = "stop"
+    # Trials of one pack key trained as one fused pack (reinit_tune.training.pack): a count,
+    # or AUTO_PACK_SIZE. It changes no number a trial stores beyond float rounding.
+    pack_size: int | str = AUTO_PACK_SIZE
 
     def runtime(self, data_dir: str | None, results_dir: Path) -> TrialRuntime:
         """The trials' share of these options, with folders already resolved."""

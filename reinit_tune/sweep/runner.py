@@ -3,7 +3,9 @@
 Trials run as Tune function trainables (``tune.with_resources``, ``tune.with_parameters``,
 reused actors, ``FailureConfig`` retries); a driver-side ``StoreWriter`` callback writes each
 finished or failed trial to the Parquet store, so results land on the driver's disk whatever
-node ran the trial. ``run_sweep`` plans, estimates (dry run) and launches in one call.
+node ran the trial. ``run_sweep`` plans, estimates (dry run) and launches in one call. With
+``--pack-size`` above 1 a Tune trial trains a pack of trials (``reinit_tune.sweep.packs``)
+and the writer stores each member as its own trial.
 
 Resuming needs no state besides the store: a rerun of the same command skips every trial
 stored "ok" (identity = config hash) and runs the rest, so a driver killed by SIGINT or
@@ -32,6 +34,7 @@ from reinit_tune.errors import InputError
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.sweep import cluster, cost, loggers, preflight
 from reinit_tune.sweep.options import RunOptions
+from reinit_tune.sweep.packs import MEMBER, pack_note, plan_packs, resolve_pack_size, run_pack
 from reinit_tune.sweep.plan import Plan, describe, make_plan
 from reinit_tune.sweep.progress import Progress, axes, trial_name
 from reinit_tune.sweep.trial import run_trial
@@ -103,34 +106,45 @@ class StoreWriter(tune.Callback):
 
     def __init__(self, results_dir: Path, configs: dict[str, TrialConfig], summary: SweepSummary,
                  num_layers: dict[str, int], progress: Progress | None = None,
-                 source: dict[str, Any] | None = None):
+                 source: dict[str, Any] | None = None,
+                 packs: dict[str, list[str]] | None = None):
         self.results_dir = results_dir
         self.configs = configs
         self.summary = summary
         self.num_layers = num_layers  # per model, from pre-flight: for trials that never ran
         self.progress = progress
         self.source = source or {}  # git commit and dirty flag of the code the driver runs
+        # Tune grid id -> the trial ids a pack trains (reinit_tune.sweep.packs); one-trial
+        # packs and unpacked sweeps need no entry
+        self.packs = packs or {}
         self.reports: dict[str, dict[int, dict]] = defaultdict(dict)
         self.failures: dict[str, str] = {}  # trial_id -> reported deterministic failure
         self.halt: str | None = None  # why the sweep must stop, once it must
 
+    def members(self, trial) -> list[str]:
+        """Our trial ids of what a Tune trial runs: a pack's members, else the trial."""
+        return self.packs.get(trial_id_of(trial)) or [trial_id_of(trial)]
+
     def on_trial_start(self, iteration, trials, trial, **info):
         if self.progress is not None:
-            self.progress.trial_started(trial_id_of(trial))
+            for trial_id in self.members(trial):
+                self.progress.trial_started(trial_id)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
+        key = result.get(MEMBER) or trial_id_of(trial)  # a pack reports for each member
         if "failed" in result:
-            self.failures[trial.trial_id] = result["failed"]
+            self.failures[key] = result["failed"]
             return
         # Keyed by epoch: a retried trial that resumes re-reports epochs already seen.
-        self.reports[trial.trial_id][int(result["epoch"])] = dict(result)
+        self.reports[key][int(result["epoch"])] = dict(result)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.summary.retries += 1
 
-    def _write(self, trial, status: str, error: str | None, attempts: int) -> None:
-        config = self.configs[trial_id_of(trial)]
-        reports = list(self.reports.pop(trial.trial_id, {}).values())
+    def _write(self, trial, status: str, error: str | None, attempts: int,
+               trial_id: str | None = None) -> None:
+        config = self.configs[trial_id or trial_id_of(trial)]
+        reports = list(self.reports.pop(config.trial_id, {}).values())
         num_layers = reports[-1]["num_layers"] if reports else self.num_layers[config.model]
         row = store.trial_row(config, reports, num_layers=num_layers, status=status,
                               error=error, attempts=attempts, **self.source)
@@ -172,22 +186,27 @@ class StoreWriter(tune.Callback):
 
     def on_trial_complete(self, iteration, trials, trial, **info):
         attempts = trial.num_failures + 1  # every failed attempt was retried; this one ended
-        if (failure := self.failures.pop(trial.trial_id, None)) is not None:
-            self._write(trial, "error", failure, attempts)
+        for trial_id in self.members(trial):
+            self._complete(trial, trial_id, attempts)
+
+    def _complete(self, trial, trial_id: str, attempts: int) -> None:
+        if (failure := self.failures.pop(trial_id, None)) is not None:
+            self._write(trial, "error", failure, attempts, trial_id)
             return
-        config = self.configs[trial_id_of(trial)]
-        if max(self.reports.get(trial.trial_id, {}), default=0) < config.epochs:
+        config = self.configs[trial_id]
+        if max(self.reports.get(trial_id, {}), default=0) < config.epochs:
             # Stopped before its last epoch (the sweep was halted or interrupted): not a
             # result. Leaving it out of the store makes the next run train it again.
-            self.reports.pop(trial.trial_id, None)
+            self.reports.pop(trial_id, None)
             if self.progress is not None:
                 self.progress.trial_stopped(config.trial_id)
             return
-        self._write(trial, "ok", None, attempts)
+        self._write(trial, "ok", None, attempts, trial_id)
 
     def on_trial_error(self, iteration, trials, trial, **info):
         # Tune counted this failure already: every attempt failed.
-        self._write(trial, "error", _error_text(trial), trial.num_failures)
+        for trial_id in self.members(trial):
+            self._write(trial, "error", _error_text(trial), trial.num_failures, trial_id)
 
 
 class HaltStopper(tune.Stopper):
@@ -308,23 +327,33 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     store.remove_partial_files(plan.results_dir)
     options = plan.options
     todo = {c.trial_id: c for c in plan.todo}
-    trainable = tune.with_resources(
-        tune.with_parameters(run_trial, configs=todo,
-                             runtime=options.runtime(plan.data_dir, plan.results_dir)),
-        {"cpu": options.resources.cpus_per_trial, "gpu": options.resources.gpus_per_trial},
-    )
+    runtime = options.runtime(plan.data_dir, plan.results_dir)
     num_layers = {m: s.num_layers for m, s in plan.shapes.items()}
     trial_axes = {tid: axes(c, num_layers[c.model]) for tid, c in todo.items()}
+    pack_size = resolve_pack_size(options.pack_size, list(plan.todo), plan.shapes,
+                                  options.resources.gpus_per_trial)
+    if (note := pack_note(pack_size, runtime)) is not None:
+        log.warning("%s", note)
+        pack_size = 1
+    # --pack-size 1 runs the unpacked trainable and grid exactly as before packs existed
+    packs, grid = plan_packs(list(plan.todo), pack_size, trial_axes)
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, configs=todo, runtime=runtime) if pack_size == 1
+        else tune.with_parameters(run_pack, packs=packs, runtime=runtime),
+        {"cpu": options.resources.cpus_per_trial, "gpu": options.resources.gpus_per_trial},
+    )
     progress = None if options.verbose else Progress(trial_axes, cost.trial_estimates(
         list(todo.values()), plan.shapes, plan.data_dir,
         every_epoch=options.evaluate == "every-epoch"), out=out)
     writer = StoreWriter(plan.results_dir, todo, summary, num_layers, progress=progress,
-                         source=source_version())
-    names = TrialNames(trial_axes)
+                         source=source_version(),
+                         packs={pid: [c.trial_id for c in members]
+                                for pid, members in packs.items() if len(members) > 1})
+    names = TrialNames(grid)
     run_name = f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     tuner = tune.Tuner(
         trainable,
-        param_space=param_space(trial_axes),
+        param_space=param_space(grid),
         tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=names.name,
                                     trial_dirname_creator=names.dirname),
         run_config=tune.RunConfig(
@@ -349,6 +378,10 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     tuner.fit()
     summary.wall_time_s = time.perf_counter() - start
     summary.stopped = writer.halt
+    try:  # past store.COMPACT_AFTER_FILES per-trial files: every later read stays fast
+        store.compact_if_many(plan.results_dir)
+    except OSError as e:  # the rows are safe in their per-trial files; compact later
+        log.warning("could not compact the results store %s: %s", plan.results_dir, e)
     trials = store.load_trials(plan.results_dir)
     summary.warnings = sanity.warnings(
         trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])

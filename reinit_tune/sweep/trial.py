@@ -99,6 +99,30 @@ def wants_checkpoint(result: EpochResult, epochs: int, checkpoint_after_s: float
     return result.epoch < epochs and result.train_time_s + result.eval_time_s >= checkpoint_after_s
 
 
+def trial_data(config: TrialConfig, data_dir: str | None, allow_subset: bool
+               ) -> tuple[data.Encoded, dict[str, data.Encoded], dict[str, Any]]:
+    """The seeded train subset and dev splits of ``config`` (``data.train_and_devs``) and
+    what every report of the trial records about its data: whether a subset file held fewer
+    examples than the size asks (``data_subset``), the data's fingerprint and source, and
+    the scores of not learning on the primary dev split (``majority_score``,
+    ``chance_score``)."""
+    train, devs = data.train_and_devs(
+        config.task, config.model, config.max_seq_length, config.train_size, config.seed,
+        data_dir, allow_subset=allow_subset,
+    )
+    wanted = data.train_count(config.task, config.train_size, data_dir,
+                              available=train.num_examples).wanted
+    fingerprint, source = data.data_identity(config.task, data_dir, config.intermediate_task)
+    # The intermediate phase trains at the trial's size too: a subset there counts alike.
+    short = train.num_examples < wanted or (
+        config.intermediate_task is not None
+        and data.train_count(config.intermediate_task, config.train_size, data_dir).short)
+    majority, chance = reference_scores(config.task, next(iter(devs.values())))
+    return train, devs, {"data_subset": short, "data_fingerprint": fingerprint,
+                         "data_source": source, "majority_score": majority,
+                         "chance_score": chance}
+
+
 def execute(
     config: TrialConfig,
     *,
@@ -128,20 +152,8 @@ def execute(
     (``data_subset``) and which data the trial saw (``data_fingerprint``, ``data_source``).
     """
     start = time.perf_counter()
-    train, devs = data.train_and_devs(
-        config.task, config.model, config.max_seq_length, config.train_size, config.seed,
-        data_dir, allow_subset=allow_subset,
-    )
-    wanted = data.train_count(config.task, config.train_size, data_dir,
-                              available=train.num_examples).wanted
-    fingerprint, source = data.data_identity(config.task, data_dir, config.intermediate_task)
-    # The intermediate phase trains at the trial's size too: a subset there counts alike.
-    short = train.num_examples < wanted or (
-        config.intermediate_task is not None
-        and data.train_count(config.intermediate_task, config.train_size, data_dir).short)
-    provenance = {"data_subset": short, "data_fingerprint": fingerprint, "data_source": source}
+    train, devs, provenance = trial_data(config, data_dir, allow_subset)
     dev = next(iter(devs.values()))  # the primary dev split: what similarity compares on
-    majority, chance = reference_scores(config.task, dev)
     if config.intermediate_task is not None:
         model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu,
                                              allow_subset=allow_subset)
@@ -156,7 +168,6 @@ def execute(
         record = epoch_report(config, result, setup, setup_time)
         record["num_layers"] = num_layers
         record.update(provenance)
-        record["majority_score"], record["chance_score"] = majority, chance
         if result.steps:
             record["steps"] = json.dumps(result.steps)
         record["resumed_from_epoch"] = resume["epoch"] if resume else 0

@@ -1,0 +1,178 @@
+"""Packs in a sweep (issue 23): grouping trials by pack key into packs of a given size,
+``--pack-size auto`` (1 on CPUs; on a GPU what fits its free memory, here a mocked number),
+and a pack run through ``execute_pack`` reporting each member as its unpacked trial does."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reinit_tune import TrialConfig
+from reinit_tune.errors import InputError
+from reinit_tune.model.shape import ModelShape
+from reinit_tune.sweep import packs
+from reinit_tune.sweep.packs import group_packs, members_that_fit, pack_id, resolve_pack_size
+from reinit_tune.sweep.trial import execute
+
+BERT_BASE = ModelShape(12, 12, 768)
+GIB = 2**30
+
+
+def grid(model: str = "bert-base-uncased") -> list[TrialConfig]:
+    base = TrialConfig(model, "rte", train_size=500, epochs=3)
+    return [base.replace(seed=s, reinit_layers=tuple(range(k, 12)))
+            for s in (0, 1) for k in range(13)]
+
+
+def test_packs_hold_one_key_each_and_at_most_size_trials():
+    configs = grid()
+    probe = configs[0].replace(probe_layer=3)
+    found = group_packs([*configs, probe], 4)
+    assert sorted(len(p) for p in found) == [1, 1, 1, *[4] * 6]  # 13 = 4+4+4+1 per seed
+    assert [c for p in found for c in p if c is not probe] == configs  # order kept
+    assert [probe] in found  # probing runs alone
+    for members in found:
+        assert len({c.seed for c in members}) == 1
+    assert group_packs(configs, 1) == [[c] for c in configs]
+    assert pack_id([configs[0]]) == configs[0].trial_id  # --pack-size 1 names trials as before
+    assert pack_id(configs[:3]) != pack_id(configs[1:4])
+    with pytest.raises(InputError, match="--pack-size"):
+        group_packs(configs, 0)
+
+
+def test_auto_pack_size_is_1_on_cpus_and_fills_free_gpu_memory():
+    configs = grid()
+    shapes = {"bert-base-uncased": BERT_BASE}
+    assert resolve_pack_size("auto", configs, shapes, gpus_per_trial=0) == 1
+    assert resolve_pack_size(3, configs, shapes, gpus_per_trial=0) == 3
+    assert resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: None) == 1
+    each = packs.member_bytes(BERT_BASE, 8, 128)
+    assert 1.5 * GIB < each < 3 * GIB  # ~110 M parameters x 16 bytes, plus activations
+    full = resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: 78 * GIB)
+    assert full == min(packs.MAX_AUTO_PACK, int(78 * GIB * packs.MEMORY_HEADROOM // each))
+    assert 8 <= full <= packs.MAX_AUTO_PACK
+    half = resolve_pack_size("auto", configs, shapes, 0.5, free_bytes=lambda: 24 * GIB)
+    assert half == members_that_fit(12 * GIB, BERT_BASE, 8, 128) < full
+    assert members_that_fit(GIB // 10, BERT_BASE, 8, 128) == 1  # never 0
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_execute_pack_reports_each_member_as_its_unpacked_trial(tiny_bert, glue_dir):
+    base = TrialConfig(tiny_bert, "rte", train_size=16, seed=2, epochs=2, lr=3e-4,
+                       max_seq_length=32)
+    configs = [base.replace(reinit_layers=(1, 2, 3)), base.replace(layer_order=(1, 0, 3, 2))]
+    seen = []
+    got = packs.execute_pack(configs, data_dir=str(glue_dir), use_gpu=False,
+                             report=lambda tid, record: seen.append((tid, record["epoch"])))
+    assert sorted(seen) == sorted((c.trial_id, e) for c in configs for e in (1, 2))
+    for config in configs:
+        reports, error = got[config.trial_id]
+        assert error is None
+        want = execute(config, data_dir=str(glue_dir), use_gpu=False)
+        assert [r["epoch"] for r in reports] == [1, 2]
+        for a, b in zip(reports, want, strict=True):
+            assert set(a) == set(b)
+            for key in ("train_loss", "eval_loss", "score", "eval_accuracy"):
+                assert a[key] == pytest.approx(b[key], abs=1e-5), key
+            for key in ("train_examples", "num_layers", "majority_score", "chance_score",
+                        "data_fingerprint", "data_source", "data_subset", "device",
+                        "precision_used"):
+                assert a[key] == b[key], key
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_bench_pack_smoke_compares_a_pack_with_its_trials_apart(capsys, tiny_bert, glue_dir):
+    from benchmarks import bench_pack
+
+    assert bench_pack.main(["--smoke", "--model", tiny_bert, "--task", "rte"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"pack of 3 vs 3 unpacked: [\d.]+x the trials/hour", out), out
+    worst = float(re.search(r"pack vs apart: ([\d.e+-]+)", out).group(1))
+    assert worst < 1e-5
+
+
+@pytest.mark.ray
+def test_a_packed_sweep_stores_what_an_unpacked_one_does(ray_local, tiny_bert, glue_dir,
+                                                         tmp_path, capsys):
+    import pandas as pd
+
+    from reinit_tune import store
+    from tests.helpers import cli
+
+    args = ["sweep", "progressive", "--model", tiny_bert, "--tasks", "rte", "--sizes", "16",
+            "--seeds", "1", "--epochs", "2", "--lr", "3e-4", "--k", "0", "1", "2", "4",
+            "--eval", "every-epoch", "--precision", "fp32", "--data-dir", str(glue_dir),
+            "--max-failures", "0"]
+    stores = {}
+    for size in ("4", "1"):
+        results = tmp_path / f"pack{size}"
+        code, out = cli(capsys, *args, "--results", str(results), "--pack-size", size)
+        assert code == 0 and "4 trials: 4 ran ok, 0 failed" in out, out[-3000:]
+        tune_trials = [p for p in (results / "_tune").glob("*/*") if p.is_dir()]
+        assert len(tune_trials) == (1 if size == "4" else 4)  # one Tune trial per pack
+        stores[size] = (store.load_trials(results).set_index("trial_id").sort_index(),
+                        store.load_epochs(results).set_index(["trial_id", "epoch"]).sort_index())
+    (packed, packed_epochs), (apart, apart_epochs) = stores["4"], stores["1"]
+    assert list(packed.index) == list(apart.index)  # the same trial ids
+    assert len(packed_epochs) == len(apart_epochs) == 8
+    for column in ("train_loss", "eval_loss", "score", "eval_accuracy"):
+        pd.testing.assert_series_equal(packed[column], apart[column], atol=1e-5, rtol=0)
+        pd.testing.assert_series_equal(packed_epochs[column], apart_epochs[column], atol=1e-5,
+                                       rtol=0)
+    worst = max(float((packed_epochs[c] - apart_epochs[c]).abs().max())
+                for c in ("train_loss", "eval_loss", "eval_accuracy"))
+    with capsys.disabled():  # the cli helper reads capsys; this line is for -s runs
+        print(f"largest per-epoch difference, --pack-size 4 vs 1: {worst:.2e}")
+    for column in ("status", "num_pretrained_layers", "train_examples", "epochs_completed",
+                   "data_fingerprint", "config_json"):
+        assert list(packed[column]) == list(apart[column]), column
+
+    # resume: a member missing from the store runs again, alone; stored members are skipped
+    missing = packed.index[1]
+    for table in ("trials", "epochs"):
+        (tmp_path / "pack4" / table / f"{missing}.parquet").unlink()
+    code, out = cli(capsys, *args, "--results", str(tmp_path / "pack4"), "--pack-size", "4")
+    assert code == 0 and "1 ran ok, 0 failed, 3 already in the store" in out, out[-3000:]
+    again = store.load_trials(tmp_path / "pack4").set_index("trial_id")
+    assert again.loc[missing, "train_loss"] == pytest.approx(apart.loc[missing, "train_loss"],
+                                                             abs=1e-5)
+
+
+def test_sweep_help_says_which_trials_run_unpacked():
+    from reinit_tune import families
+    from reinit_tune.cli import sweep_parser
+
+    text = " ".join(sweep_parser(families.get("progressive")).format_help().lower().split())
+    assert "--pack-size" in text and "probing and sequential trials run unpacked" in text
+
+
+@pytest.mark.ray
+def test_diverged_members_of_a_pack_are_stored_as_errors(ray_local, tiny_bert, glue_dir,
+                                                         tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reinit_tune import families, store
+    from reinit_tune.families import Grid
+    from reinit_tune.sweep.options import RunOptions
+    from reinit_tune.sweep.runner import run_sweep
+
+    # finite labels so large that the squared error overflows (as tests/sweep/test_failures)
+    folder = tmp_path / "glue"
+    shutil.copytree(glue_dir / "stsb", folder / "stsb")
+    train = folder / "stsb" / "train.parquet"
+    table = pq.read_table(train)
+    huge = pa.array([1e30] * len(table), pa.float64())
+    pq.write_table(table.set_column(table.schema.get_field_index("label"), "label", huge), train)
+    configs = families.get("progressive").configs(
+        Grid(tiny_bert, tasks=("stsb",), sizes=(16,), seeds=1, epochs=2, max_seq_length=32,
+             data_dir=str(folder)), k=[0, 2, 4])
+    summary = run_sweep(configs, RunOptions(results_dir=tmp_path / "results",
+                                            data_dir=str(folder), max_failures=0, pack_size=3))
+    assert (summary.ok, summary.failed, summary.stopped) == (0, 3, None)
+    trials = store.load_trials(tmp_path / "results")
+    assert set(trials["trial_id"]) == {c.trial_id for c in configs}
+    assert trials["error"].str.startswith("diverged: the training loss of epoch 1 is").all()
