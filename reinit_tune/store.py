@@ -432,16 +432,17 @@ def finished_ids(results_dir: str | os.PathLike) -> set[str]:
     return set(finished_data(results_dir))
 
 
-def finished_data(results_dir: str | os.PathLike) -> dict[str, tuple[str | None, str | None]]:
+def finished_data(results_dir: str | os.PathLike
+                  ) -> dict[str, tuple[str | None, str | None, int | None]]:
     """Id of every trial stored "ok" (recomputed as ``finished_ids`` does) → its
-    (``data_fingerprint``, ``data_source``); None where the row predates them. A trial
-    whose epoch rows are unreadable is not finished (``_finished_rows``)."""
+    (``data_fingerprint``, ``data_source``, ``train_examples``); None where the row predates
+    them. A trial whose epoch rows are unreadable is not finished (``_finished_rows``)."""
     df = _finished_rows(results_dir)
     known = {f.name for f in dataclasses.fields(TrialConfig)}
-    found: dict[str, tuple[str | None, str | None]] = {}
-    for stored_id, blob, fingerprint, source in zip(
+    found: dict[str, tuple[str | None, str | None, int | None]] = {}
+    for stored_id, blob, fingerprint, source, examples in zip(
             df["trial_id"], df["config_json"], df["data_fingerprint"], df["data_source"],
-            strict=True):
+            df["train_examples"], strict=True):
         try:
             data = json.loads(blob)
             trial_id = TrialConfig.from_dict({k: v for k, v in data.items()
@@ -449,7 +450,8 @@ def finished_data(results_dir: str | os.PathLike) -> dict[str, tuple[str | None,
         except (ValueError, TypeError):  # a row no config of this version describes
             trial_id = stored_id
         found[trial_id] = (fingerprint if isinstance(fingerprint, str) else None,
-                           source if isinstance(source, str) else None)
+                           source if isinstance(source, str) else None,
+                           None if pd.isna(examples) else int(examples))
     return found
 
 
@@ -869,7 +871,7 @@ def _finished_rows(results_dir: str | os.PathLike) -> pd.DataFrame:
     root = Path(results_dir)
     df = load_trials(root, status="ok", columns=[
         "trial_id", "config_json", "data_fingerprint", "data_source", "epochs_completed",
-        "reused_from"])
+        "reused_from", "train_examples"])
     problems = _Problems()
     epochs = _read_table(root / EPOCHS, EPOCHS, ["trial_id"], problems)
     broken = problems.unreadable + problems.foreign

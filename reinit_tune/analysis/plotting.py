@@ -121,7 +121,10 @@ def panel_title(task: str) -> str:
 def suptitle(fig, text: str, rows: pd.DataFrame, fontsize: float = 9) -> None:
     """The figure's title, naming the model(s) its rows come from."""
     models = models_of(rows)
-    fig.suptitle(f"{text}; {models}" if models else text, fontsize=fontsize)
+    title = f"{text}; {models}" if models else text
+    # wrapped to the figure's width: a one-panel figure is narrower than a long title
+    chars = max(20, int(fig.get_figwidth() * 72 / (fontsize * 0.6)))
+    fig.suptitle("\n".join(textwrap.wrap(title, chars)), fontsize=fontsize)
 
 
 def caption(table: pd.DataFrame, reads: str, rows: pd.DataFrame | None = None) -> str:

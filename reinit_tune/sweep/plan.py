@@ -97,20 +97,29 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
 
 
 def data_changes(configs: list[TrialConfig], done: set[str],
-                 stored: dict[str, tuple[str | None, str | None]], equivalents: dict[str, str],
-                 options: RunOptions, results: Path, data_dir: str) -> set[str]:
+                 stored: dict[str, tuple[str | None, str | None, int | None]],
+                 equivalents: dict[str, str], options: RunOptions, results: Path,
+                 data_dir: str) -> set[str]:
     """Stored "ok" trials of ``configs`` (or the stored runs they would be copied from) that
-    were trained on other data than ``data_dir`` holds now (their data fingerprint differs;
-    rows without one predate fingerprints and count as the same data). With
+    were trained on other data than ``data_dir`` holds now: their data fingerprint differs,
+    or, for rows written before fingerprints, the examples they trained on differ from what
+    their size means now (a fraction of a local subset file used to be a share of the file,
+    not of the official split; QA rows count windows and are not compared). With
     ``options.data_changed`` "stop" any such trial raises ``InputError`` naming both data
     sources and the ways on; with "rerun" their ids are returned, to run again."""
     identities: dict[tuple[str, str | None], tuple[str, str]] = {}
     changed: dict[tuple, list[str]] = defaultdict(list)
+    resized: dict[tuple, list[str]] = defaultdict(list)
     for config in configs:
         ids = [config.trial_id, equivalents.get(store.equivalence_key(config))]
         for trial_id in dict.fromkeys(i for i in ids if i in done):
-            before, before_source = stored.get(trial_id, (None, None))
+            before, before_source, before_examples = stored.get(trial_id, (None, None, None))
             if before is None:
+                now_examples = _trained_examples(config, data_dir, options.allow_subset)
+                if None not in (before_examples, now_examples) and \
+                        before_examples != now_examples:
+                    resized[(config.task, config.train_size, before_examples,
+                             now_examples)].append(trial_id)
                 continue
             key = (config.task, config.intermediate_task)
             if key not in identities:
@@ -122,9 +131,9 @@ def data_changes(configs: list[TrialConfig], done: set[str],
             now, now_source = identities[key]
             if now != before:
                 changed[(config.task, before, before_source, now, now_source)].append(trial_id)
-    if not changed:
+    if not changed and not resized:
         return set()
-    rerun = {i for ids in changed.values() for i in ids}
+    rerun = {i for ids in (*changed.values(), *resized.values()) for i in ids}
     if options.data_changed == "rerun":
         log.warning("%d stored trials were trained on other data than found now: "
                     "--data-changed rerun runs them again and replaces their rows", len(rerun))
@@ -132,10 +141,25 @@ def data_changes(configs: list[TrialConfig], done: set[str],
     lines = [f"{task}: {len(ids)} trials in {results} were trained on {src or '?'} (data "
              f"fingerprint {fp[:12]}), but the data now is {now_src} ({now_fp[:12]})"
              for (task, fp, src, now_fp, now_src), ids in sorted(changed.items())]
+    lines += [f"{task}: {len(ids)} trials in {results} trained on {was:,} examples, but train "
+              f"size {'full' if size is None else size} now means {now:,} (a fraction is a "
+              "share of the official split; these rows predate that and the data fingerprint)"
+              for (task, size, was, now), ids in sorted(resized.items(), key=str)]
     lines.append("the stored results would mix two datasets: pass a new --results to keep "
                  "both, or --data-changed rerun to retrain those trials and replace their rows")
     raise InputError("cannot start the sweep: the data changed since these trials "
                      "ran:\n  - " + "\n  - ".join(lines))
+
+
+def _trained_examples(config: TrialConfig, data_dir: str, allow_subset: bool) -> int | None:
+    """The training examples ``config`` draws from ``data_dir`` now (None for QA, whose rows
+    count windows, or where pre-flight refuses the size)."""
+    if config.task_spec.is_qa:
+        return None
+    try:
+        return data.train_count(config.task, config.train_size, data_dir).used(allow_subset)
+    except InputError:
+        return None
 
 
 def _examples(config: TrialConfig, data_dir: str | None, allow_subset: bool) -> str:

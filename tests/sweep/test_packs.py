@@ -176,3 +176,32 @@ def test_diverged_members_of_a_pack_are_stored_as_errors(ray_local, tiny_bert, g
     trials = store.load_trials(tmp_path / "results")
     assert set(trials["trial_id"]) == {c.trial_id for c in configs}
     assert trials["error"].str.startswith("diverged: the training loss of epoch 1 is").all()
+
+
+@pytest.mark.ray
+def test_a_pack_of_mixed_surgeries_stores_what_its_trials_apart_do(ray_local, tiny_bert,
+                                                                  glue_dir, tmp_path):
+    """One seed's trials of four kinds (a progressive reinit, a permutation, a head reinit and
+    an LR-multiplier variant), dropout on, fp32, through the real runner and store: a pack of
+    four stores per epoch what the four trials store apart."""
+    from reinit_tune import store
+    from reinit_tune.sweep.options import RunOptions
+    from reinit_tune.sweep.runner import run_sweep
+
+    base = TrialConfig(tiny_bert, "rte", train_size=16, seed=1, epochs=2, lr=3e-4,
+                       max_seq_length=32, experiment="mixed")
+    configs = [base.replace(reinit_layers=(2, 3)), base.replace(layer_order=(1, 0, 3, 2)),
+               base.replace(reinit_heads=((1, 0),)),
+               base.replace(reinit_layers=(3,), reinit_lr_multiplier=5.0)]
+    stored = {}
+    for size in (4, 1):
+        results = tmp_path / f"pack{size}"
+        summary = run_sweep(configs, RunOptions(results_dir=results, data_dir=str(glue_dir),
+                                                max_failures=0, pack_size=size,
+                                                evaluate="every-epoch"))
+        assert (summary.ok, summary.failed) == (4, 0)
+        stored[size] = store.load_epochs(results).set_index(["trial_id", "epoch"]).sort_index()
+    packed, apart = stored[4], stored[1]
+    assert list(packed.index) == list(apart.index) and len(packed) == 8
+    for column in ("train_loss", "eval_loss", "eval_accuracy"):
+        assert (packed[column] - apart[column]).abs().max() < 1e-5, column

