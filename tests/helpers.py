@@ -332,3 +332,17 @@ def _pytest_fail(message: str) -> None:
     import pytest
 
     pytest.fail(message)
+
+
+def diverging_stsb(glue: Path, folder: Path) -> Path:
+    """A copy of STS-B whose train labels are finite (pre-flight accepts them) but so large
+    that the squared error overflows: every trial on it diverges in its first epoch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shutil.copytree(glue / "stsb", folder / "stsb")
+    train = folder / "stsb" / "train.parquet"
+    table = pq.read_table(train)
+    huge = pa.array([1e30] * len(table), pa.float64())
+    pq.write_table(table.set_column(table.schema.get_field_index("label"), "label", huge), train)
+    return folder

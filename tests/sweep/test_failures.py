@@ -8,8 +8,6 @@ import shutil
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from reinit_tune import families, store
@@ -18,6 +16,7 @@ from reinit_tune.sweep import runner
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import make_plan
 from reinit_tune.sweep.runner import run_sweep
+from tests.helpers import diverging_stsb
 
 pytestmark = pytest.mark.ray
 
@@ -30,13 +29,7 @@ def grid(model: str, task: str, data_dir: str, ks=(0, 4), seeds=1, lr=1e-4) -> l
 
 def test_a_diverged_trial_is_stored_as_an_error_and_reruns(ray_local, tiny_bert, glue_dir,
                                                            tmp_path):
-    # Finite labels (pre-flight accepts them) so large that the squared error overflows.
-    folder = tmp_path / "glue"
-    shutil.copytree(glue_dir / "stsb", folder / "stsb")
-    train = folder / "stsb" / "train.parquet"
-    table = pq.read_table(train)
-    huge = pa.array([1e30] * len(table), pa.float64())
-    pq.write_table(table.set_column(table.schema.get_field_index("label"), "label", huge), train)
+    folder = diverging_stsb(glue_dir, tmp_path / "glue")
     configs = grid(tiny_bert, "stsb", str(folder))
     options = RunOptions(results_dir=tmp_path / "results", data_dir=str(folder),
                          max_failures=2)

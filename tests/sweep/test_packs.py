@@ -150,23 +150,13 @@ def test_sweep_help_says_which_trials_run_unpacked():
 @pytest.mark.ray
 def test_diverged_members_of_a_pack_are_stored_as_errors(ray_local, tiny_bert, glue_dir,
                                                          tmp_path):
-    import shutil
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from reinit_tune import families, store
     from reinit_tune.families import Grid
     from reinit_tune.sweep.options import RunOptions
     from reinit_tune.sweep.runner import run_sweep
+    from tests.helpers import diverging_stsb
 
-    # finite labels so large that the squared error overflows (as tests/sweep/test_failures)
-    folder = tmp_path / "glue"
-    shutil.copytree(glue_dir / "stsb", folder / "stsb")
-    train = folder / "stsb" / "train.parquet"
-    table = pq.read_table(train)
-    huge = pa.array([1e30] * len(table), pa.float64())
-    pq.write_table(table.set_column(table.schema.get_field_index("label"), "label", huge), train)
+    folder = diverging_stsb(glue_dir, tmp_path / "glue")
     configs = families.get("progressive").configs(
         Grid(tiny_bert, tasks=("stsb",), sizes=(16,), seeds=1, epochs=2, max_seq_length=32,
              data_dir=str(folder)), k=[0, 2, 4])
