@@ -346,3 +346,12 @@ def diverging_stsb(glue: Path, folder: Path) -> Path:
     huge = pa.array([1e30] * len(table), pa.float64())
     pq.write_table(table.set_column(table.schema.get_field_index("label"), "label", huge), train)
     return folder
+
+
+def driver_lines(output: str) -> str:
+    """A sweep's console output without its trial workers' forwarded log lines ("(run_trial
+    pid=...) ..."): a worker torn down mid-step by a graceful stop may have Ray print its
+    SystemExit there; the command's own lines must hold no traceback."""
+    import re
+
+    return "\n".join(ln for ln in output.splitlines() if not re.match(r"\(\S+ pid=\d+\)", ln))
