@@ -355,3 +355,14 @@ def driver_lines(output: str) -> str:
     import re
 
     return "\n".join(ln for ln in output.splitlines() if not re.match(r"\(\S+ pid=\d+\)", ln))
+
+
+def kill_all(started: list) -> None:
+    """Kill every sweep process of ``started`` still running, and what it started: a failed
+    assertion must not leave a sweep or its Ray behind."""
+    for proc in started:
+        if proc.poll() is None:
+            children = descendants(proc.pid)
+            proc.kill()
+            proc.communicate()
+            reap(children)

@@ -32,6 +32,7 @@ from tests.helpers import (
     descendants,
     driver_lines,
     free_port,
+    kill_all,
     reap,
     start_sweep,
     stored,
@@ -156,12 +157,7 @@ def test_interrupted_and_killed_driver_then_rerun_finishes_the_sweep(
         assert f"{skipped} already in the store (skipped)" in out
         assert f"{len(configs) - skipped} ran ok, 0 failed" in out
     finally:  # a failed assertion must not leave a sweep or its Ray behind
-        for proc in started:
-            if proc.poll() is None:
-                children = descendants(proc.pid)
-                proc.kill()
-                proc.communicate()
-                reap(children)
+        kill_all(started)
     trials = store.load_trials(results)
     assert len(trials) == len(configs) and set(trials["status"]) == {"ok"}
     assert sorted(trials["trial_id"]) == sorted(c.trial_id for c in configs)

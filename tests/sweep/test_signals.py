@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 
 from reinit_tune.sweep import cluster, signals
-from tests.helpers import REPO, descendants, driver_lines, reap, start_sweep, stored, wait_for_rows
+from tests.helpers import (
+    REPO,
+    descendants,
+    driver_lines,
+    kill_all,
+    reap,
+    start_sweep,
+    stored,
+    wait_for_rows,
+)
 
 
 def _restored(signums):
@@ -82,12 +91,7 @@ def test_an_interrupted_sweep_prints_its_summary_exits_128_plus_the_signal_and_s
         # ray.shutdown ran: the instance's raylet and GCS are gone with the command
         assert not reap(ray_processes) & {"raylet", "gcs_server"}
     finally:
-        for proc in started:
-            if proc.poll() is None:
-                children = descendants(proc.pid)
-                proc.kill()
-                proc.communicate()
-                reap(children)
+        kill_all(started)
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
