@@ -9,7 +9,8 @@ compute apart).
 
 On a CPU the pack is not expected to win (no vmap batching rule for the CPU attention kernel,
 and a CPU step is compute-bound already): the ratio is recorded, not targeted. The GPU
-comparison (packs of 4, 8, 13, fractional packing, MFU) needs a GPU run of this script.
+comparison (packs of 4, 8, 13 against fractional packing, and a pack's MFU) is
+``benchmarks/bench_gpu.py``'s.
 """
 
 from __future__ import annotations

@@ -1,6 +1,8 @@
 """Everything the GPU checks need, in one command for a GPU machine: the ``gpu`` tests
 (``pytest -m gpu``), the packing and MFU benchmark (``bench_gpu``: MiniLM- and
-bert-base-shaped models at 500 and 5k examples, 1, 2, 4 and 8 trials per GPU), and the
+bert-base-shaped models at 500 and 5k examples, 1, 2, 4 and 8 trials per GPU by fractional
+packing, trial packs of 4, 8 and 13 members against them, the MFU of one bert-base-shaped
+trial and of a 13-member pack), and the
 calibrated cost of 003's full progressive grid on this GPU (``reinit-tune sweep progressive
 --dry-run --calibrate``). Writes what it measured, with the device named, to ``--out``
 (Markdown) for ``benchmarks/RESULTS.md``.
@@ -53,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_tests:
         codes.append(run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], log))
     codes.append(run([sys.executable, "-m", "benchmarks.bench_gpu", "--launcher",
-                      args.launcher, "--tokenizer", args.tokenizer], log))
+                      args.launcher, "--tokenizer", args.tokenizer, "--packs", "1", "2", "4",
+                      "8", "--pack-sizes", "4", "8", "13"], log))
     codes.append(run([sys.executable, "-m", "reinit_tune.cli", "sweep", "progressive",
                       "--dry-run", "--calibrate", "--gpus-per-trial", "1", "--data-dir",
                       "hub:"], log))

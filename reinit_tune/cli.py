@@ -430,6 +430,10 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
     report.add_argument("--only", nargs="+", default=None, metavar="FIGURE",
                         help="draw only these figures and print their numbers")
+    report.add_argument("--max-panels", type=int, default=None, metavar="N",
+                        help="panels (settings) one figure draws at most; the settings with "
+                             "the most runs are drawn, every setting's numbers are tabled "
+                             "(default: 12)")
 
     compare = commands.add_parser(
         "compare", help="compare two models layer by layer (002 §5)", formatter_class=_Help,
@@ -543,7 +547,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --only {sorted(set(args.only) - keys)}: no such figure; known: "
                   f"{', '.join(sorted(keys))}", file=sys.stderr)
             return 2
-        return report.run(Path(args.results), Path(args.out) if args.out else None, args.only)
+        if args.max_panels is not None and args.max_panels < 1:
+            print(f"error: --max-panels {args.max_panels}: give 1 or more", file=sys.stderr)
+            return 2
+        return report.run(Path(args.results), Path(args.out) if args.out else None, args.only,
+                          max_panels=args.max_panels)
     if args.command == "consistency":
         return consistency_command(args)
     if args.command == "store":

@@ -371,6 +371,29 @@ class Encoded:
 
 _encoded: dict[tuple, Encoded] = {}
 
+# Characters one tokenizer call may see. A fast tokenizer encodes the whole of every text
+# before it truncates (about 30 bytes per character: tokens, offsets, the overflow it keeps),
+# so a batch of 1,000 texts of 10,000 words each took 1.8 GB; per call this bounds it to
+# ~30 MB. GLUE batches of 1,000 rows stay one call.
+CHARS_PER_CALL = 1_000_000
+
+
+def text_chunks(columns: list[list[str]], limit: int | None = None) -> list[list[list[str]]]:
+    """The rows of ``columns`` (one list per text field) cut into consecutive runs of at most
+    ``limit`` characters (a longer row alone). The fast tokenizers encode each row on its
+    own, so tokenizing the runs one after another gives exactly what one call would."""
+    limit = CHARS_PER_CALL if limit is None else limit
+    chunks, start, size = [], 0, 0
+    for row in range(len(columns[0])):
+        length = sum(len(column[row]) for column in columns)
+        if size and size + length > limit:
+            chunks.append([column[start:row] for column in columns])
+            start, size = row, 0
+        size += length
+    if len(columns[0]) > start:
+        chunks.append([column[start:] for column in columns])
+    return chunks
+
 
 def qa_stride(max_seq_length: int) -> int:
     """Tokens shared by consecutive windows of a context: run_qa's 128 at its 384."""
@@ -396,11 +419,14 @@ def encoded_split(
     cache.mkdir(parents=True, exist_ok=True)
 
     def encode(batch):
-        columns = [batch[f] for f in spec.text_fields]
-        out = tokenizer(*columns, truncation=True, max_length=max_seq_length)
-        if out.get("token_type_ids") is None:  # RoBERTa-style: no segment ids
-            return {"input_ids": out["input_ids"]}
-        return {"input_ids": out["input_ids"], "token_type_ids": out["token_type_ids"]}
+        ids, types = [], []
+        for chunk in text_chunks([batch[f] for f in spec.text_fields]):
+            out = tokenizer(*chunk, truncation=True, max_length=max_seq_length)
+            ids += out["input_ids"]
+            types += out.get("token_type_ids") or []
+        if not types:  # RoBERTa-style: no segment ids
+            return {"input_ids": ids}
+        return {"input_ids": ids, "token_type_ids": types}
 
     def windows(batch, indices):
         f = featurize(batch["question"], batch["context"], batch["answers"], tokenizer,

@@ -868,12 +868,18 @@ def _finished_rows(results_dir: str | os.PathLike) -> pd.DataFrame:
     whose epoch file is unreadable (or holds malformed rows) is not finished: the next sweep
     reruns it and rewrites its epoch rows, instead of skipping it forever with them lost. A
     trial without any epoch file (none was written) still counts."""
+    from concurrent.futures import ThreadPoolExecutor
+
     root = Path(results_dir)
-    df = load_trials(root, status="ok", columns=[
-        "trial_id", "config_json", "data_fingerprint", "data_source", "epochs_completed",
-        "reused_from", "train_examples"])
     problems = _Problems()
-    epochs = _read_table(root / EPOCHS, EPOCHS, ["trial_id"], problems)
+    # The two reads overlap (DuckDB releases the GIL): over per-trial files each is one
+    # footer parse per file, the epoch read the smaller one (benchmarks/RESULTS.md).
+    with ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(_read_table, root / EPOCHS, EPOCHS, ["trial_id"], problems)
+        df = load_trials(root, status="ok", columns=[
+            "trial_id", "config_json", "data_fingerprint", "data_source", "epochs_completed",
+            "reused_from", "train_examples"])
+        epochs = reading.result()
     broken = problems.unreadable + problems.foreign
     damaged = {p.stem for p in broken if not p.name.startswith(COMPACTED_PREFIX)}
     damaged |= {trial for _, trial, _ in problems.malformed if trial}

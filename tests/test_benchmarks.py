@@ -8,7 +8,14 @@ import re
 
 import pytest
 
-from benchmarks import bench_gpu, bench_levers, bench_sweep, bench_trial, calibrate_cost
+from benchmarks import (
+    bench_driver,
+    bench_gpu,
+    bench_levers,
+    bench_sweep,
+    bench_trial,
+    calibrate_cost,
+)
 
 
 def table_rows(output: str, first: str) -> list[list[str]]:
@@ -40,6 +47,21 @@ def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_d
 
 
 @pytest.mark.ray
+def test_bench_driver_smoke_runs_the_real_sweep_path(capsys, ray_local, tiny_bert, glue_dir):
+    from reinit_tune.sweep import runner
+
+    real = runner.run_trial
+    assert bench_driver.main(["--smoke", "--model", tiny_bert]) == 0
+    assert runner.run_trial is real  # the stand-in trial body is gone after the benchmark
+    out = capsys.readouterr().out
+    rows = [table_rows(out, f"{n} ")[-1] for n in (20, 40)]
+    assert [int(r[0]) for r in rows] == [20, 40]
+    assert all(float(r[3]) > 0 and float(r[7]) > 100 for r in rows)  # s/trial, RSS MB
+    assert float(rows[0][4]) == 1.0  # ratios against the smallest size
+    assert re.search(r"extrapolated to 1e\+06 trials: [\d.]+ s/trial", out), out
+
+
+@pytest.mark.ray
 def test_bench_gpu_without_ray_runs_trials_as_processes(capsys, tiny_bert, glue_dir):
     assert bench_gpu.main(["--smoke", "--models", tiny_bert, "--task", "rte", "--precision",
                            "fp32", "--launcher", "processes"]) == 0
@@ -50,7 +72,8 @@ def test_bench_gpu_without_ray_runs_trials_as_processes(capsys, tiny_bert, glue_
     assert all(float(r[-1]) > 0 for r in packs)
 
 
-def test_bench_gpu_smoke_runs_packing_and_mfu_on_cpu(capsys, ray_local, tiny_bert, glue_dir):
+def test_bench_gpu_smoke_runs_packing_trial_packs_and_mfu_on_cpu(capsys, ray_local, tiny_bert,
+                                                                glue_dir):
     bench = bench_gpu
     assert bench.main(["--smoke", "--models", tiny_bert, "--task", "rte", "--precision",
                        "fp32"]) == 0
@@ -58,8 +81,39 @@ def test_bench_gpu_smoke_runs_packing_and_mfu_on_cpu(capsys, ray_local, tiny_ber
     packs = [r for r in table_rows(out, tiny_bert) if len(r) == 7]
     assert [int(r[2]) for r in packs] == [1, 2] and all(float(r[-1]) > 0 for r in packs)
     assert {r[4] for r in packs} == {"ray"}
-    (mfu,) = table_rows(out, "cpu ")
-    assert mfu[-1] == "n/a" and float(mfu[5]) > 0  # no CPU peak known: TFLOP/s, no MFU
+    # one table: one trial per GPU, the best fractional packing, packs of 2 and 3 members
+    ways = [r for r in table_rows(out, tiny_bert) if len(r) == 9]
+    best = max(packs, key=lambda r: float(r[-1]))
+    assert [tuple(r[2:5]) for r in ways] == [("one-per-GPU", "1", "1"),
+                                             ("best-fractional", best[2], best[3]),
+                                             ("pack", "2", "2"), ("pack", "3", "3")]
+    assert all(float(v) > 0 for r in ways for v in r[5:])  # wall s, trials/hour, both ratios
+    assert float(ways[0][-1]) == 1.0 and float(ways[1][-2]) == 1.0  # each baseline against itself
+    for r in ways[2:]:  # a ratio is the pack's trials/hour over its baseline's
+        assert float(r[-2]) == pytest.approx(float(r[6]) / float(ways[1][6]), rel=0.06)
+    mfu = {r[0]: r for r in table_rows(out, "") if len(r) == 10 and r[2] == "cpu"}
+    assert set(mfu) == {"trial", "pack"} and int(mfu["pack"][1]) == 3
+    for row in mfu.values():
+        assert row[-1] == "n/a" and float(row[7]) > 0  # no CPU peak known: TFLOP/s, no MFU
+
+
+def test_bench_gpu_packs_members_of_one_seed_that_share_a_pack_key():
+    from reinit_tune.config import TrialConfig
+    from reinit_tune.training.pack import pack_key
+
+    base = TrialConfig("m", "rte", seed=3, train_size=16)
+    members = bench_gpu.pack_members(base, 6, 13)  # MiniLM: 7 progressive, then 6 more
+    assert len({c.trial_id for c in members}) == 13 and len({pack_key(c) for c in members}) == 1
+    assert [c.reinit_layers for c in members[:7]] == [tuple(range(k, 6)) for k in range(7)]
+    assert all(c.seed == 3 for c in members)
+
+
+def test_bench_gpu_refuses_a_pack_larger_than_the_grid_before_running(capsys, tiny_bert):
+    with pytest.raises(SystemExit) as exit_info:
+        bench_gpu.main(["--models", tiny_bert, "--pack-sizes", "4", "22", "--launcher",
+                        "processes", "--task", "rte"])
+    assert exit_info.value.code == 2
+    assert "--pack-sizes: at most 21 members for a 4-layer model, got 22" in capsys.readouterr().err
 
 
 def test_calibrate_cost_prints_table_entries(capsys, glue_dir):
@@ -107,3 +161,23 @@ def test_bench_store_smoke_reads_writes_and_compacts_a_synthetic_store(capsys):
         assert rows[(layout, "finished_ids")][-1] == rows[(layout, "duckdb aggregate")][-1]
     assert int(rows[("per-trial", "compact")][-1]) == 80  # 40 trial and 40 epoch files
     assert re.search(r"40 compacted: load_trials / duckdb SELECT \* = [\d.]+", out)
+
+
+def test_bench_report_smoke_measures_the_report_in_a_fresh_process(capsys):
+    from benchmarks import bench_report
+
+    assert bench_report.main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [r for r in table_rows(out, "30 ") if len(r) == 6]
+    seconds, rss_gb, page_mb, figures, left_out = (float(v) for v in row[1:])
+    assert seconds > 0 and 0 < rss_gb < 4 and 0 < page_mb < 30
+    assert figures >= 1 and left_out >= 0
+    assert re.search(r"30 trials: [\d.]+ s, [\d.]+ GB peak RSS, page [\d.]+ MB", out)
+
+
+def test_bench_memory_smoke_measures_a_trial_under_its_estimate(capsys, tiny_bert):
+    from benchmarks import bench_memory
+
+    assert bench_memory.main(["--smoke", "--model", tiny_bert, "--threads", "1"]) == 0
+    rows = table_rows(capsys.readouterr().out, "tiny")  # the progress line, then the table
+    assert len(rows) == 2 and 0.3 < float(rows[-1][-1]) <= 1.0, rows

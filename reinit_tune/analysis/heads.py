@@ -27,7 +27,7 @@ SERIES, X = ("task", "train_size"), ("reinit_heads", "reinit_layers")
 
 
 def head_rows(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:
-    return frames.split(frames.ok(frames.normalize(trials), experiment), SERIES, X)
+    return frames.split(frames.normalize(frames.ok(trials, experiment)), SERIES, X)
 
 
 def head_differences(trials: pd.DataFrame, experiment: str = "heads") -> pd.DataFrame:

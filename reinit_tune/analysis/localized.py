@@ -66,7 +66,7 @@ def _plain(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def localized_rows(trials: pd.DataFrame, experiment: str = "localized") -> pd.DataFrame:
-    return frames.split(_plain(frames.ok(frames.normalize(trials), experiment)), SERIES, X)
+    return frames.split(_plain(frames.normalize(frames.ok(trials, experiment))), SERIES, X)
 
 
 def localized_table(trials: pd.DataFrame, block: int = BLOCK,
@@ -125,7 +125,7 @@ def plot_localized(trials: pd.DataFrame, out_dir: str | Path, name: str = "local
 
 def single_layer_rows(trials: pd.DataFrame, experiment: str = "single_layer"
                       ) -> pd.DataFrame:
-    df = _plain(frames.ok(frames.normalize(trials), experiment))
+    df = _plain(frames.normalize(frames.ok(trials, experiment)))
     return frames.split(df[df["reinit_layers"].map(len) <= 1], SERIES, X)
 
 

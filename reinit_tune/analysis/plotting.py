@@ -1,10 +1,14 @@
 """Matplotlib plumbing shared by the figure modules: the Agg backend, PNG + PDF output, mean
-lines with 95% t-interval bars, and the "n per point" labels every figure carries."""
+lines with 95% t-interval bars, the "n per point" labels every figure carries, and the cap on
+panels per figure (``capped``): a store that mixes many configurations gives a figure a
+panel per configuration, and drawing thousands of axes is what made the report slow."""
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +17,63 @@ import pandas as pd
 from reinit_tune.analysis.frames import models_of, split_note
 
 PANEL_W, PANEL_H = 4.2, 3.6
+# Panels one figure draws at most unless told otherwise (``reinit-tune report --max-panels``):
+# a matplotlib axes costs ~35 ms to draw and save, so a figure stays within a second or so.
+MAX_PANELS = 12
+_limit: ContextVar[int] = ContextVar("panel_limit", default=MAX_PANELS)
+_undrawn: ContextVar[dict | None] = ContextVar("undrawn_panels", default=None)
+
+
+@contextmanager
+def panel_limit(limit: int) -> Iterator[None]:
+    """Figures drawn inside draw at most ``limit`` panels each."""
+    if limit < 1:
+        raise ValueError(f"panel limit {limit}: give 1 or more")
+    token = _limit.set(limit)
+    try:
+        yield
+    finally:
+        _limit.reset(token)
+
+
+@contextmanager
+def undrawn_panels() -> Iterator[dict]:
+    """What the figure drawn inside left out: ``{"drawn": count, "undrawn": [label, ...]}``
+    (both empty when every panel was drawn)."""
+    found: dict = {"drawn": 0, "undrawn": []}
+    token = _undrawn.set(found)
+    try:
+        yield found
+    finally:
+        _undrawn.reset(token)
+
+
+def runs_per(table: pd.DataFrame, by: str | list[str]) -> dict:
+    """Runs behind each group of ``by``: the sum of ``n`` (a summary table) or the row count
+    (a table of runs), keyed as ``groupby`` keys them."""
+    groups = table.groupby(by, sort=False, dropna=False)
+    return (groups["n"].sum() if "n" in table else groups.size()).to_dict()
+
+
+def capped(keys: list[Hashable], runs: dict) -> list[Hashable]:
+    """The panels a figure draws out of ``keys`` (one configuration each): all of them, or,
+    past the panel limit, the ones with the most runs (``runs``: key -> count; ties keep
+    ``keys``' order), in ``keys``' order. The left-out ones are recorded for the caption
+    (``undrawn_panels``); their numbers stay in the figure's table."""
+    limit = _limit.get()
+    kept = set(sorted(range(len(keys)), key=lambda i: (-runs.get(keys[i], 0), i))[:limit])
+    sink = _undrawn.get()
+    if sink is not None:
+        sink["drawn"] += len(kept)
+        sink["undrawn"] += [", ".join(map(str, k)) if isinstance(k, tuple) else str(k)
+                            for i, k in enumerate(keys) if i not in kept]
+    return [k for i, k in enumerate(keys) if i in kept]
+
+
+def panel_tasks(table: pd.DataFrame) -> list[str]:
+    """The task labels (one configuration each, ``frames.split``) a figure of ``table``
+    draws as panels: in the table's order, capped (``capped``)."""
+    return capped(list(dict.fromkeys(table["task"])), runs_per(table, "task"))
 
 
 def pyplot():
@@ -36,8 +97,9 @@ def panels(count: int, *, rows: int = 1, width: float = PANEL_W, height: float =
 def per_setting(table: pd.DataFrame, *, present: pd.DataFrame | None = None, **panel_args):
     """One column of panels per (task, train size) found in ``present`` (default ``table``):
     returns (figure, axes, [(column, title, rows of ``table`` for that setting), ...])."""
-    keys = list((table if present is None else present).groupby(["task", "size"],
-                                                                sort=True).groups)
+    present = table if present is None else present
+    keys = capped(list(present.groupby(["task", "size"], sort=True).groups),
+                  runs_per(present, ["task", "size"]))
     fig, axes = panels(len(keys), **panel_args)
     columns = [(col, f"{panel_title(task)}, {size} examples",
                 table[(table["task"] == task) & (table["size"] == size)])

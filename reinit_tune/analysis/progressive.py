@@ -20,11 +20,13 @@ from reinit_tune.analysis.plotting import (
     ci_yerr,
     metric_label,
     n_label,
+    panel_tasks,
     panel_title,
     panels,
     per_setting,
     pyplot,
     reference_lines,
+    runs_per,
     save,
     style,
     suptitle,
@@ -32,7 +34,10 @@ from reinit_tune.analysis.plotting import (
 from reinit_tune.analysis.stats import size_labels, summarize
 from reinit_tune.errors import NoResultsError
 
-SCATTER_MIN_SEEDS = 10  # scatter individual seeds when a point averages at least this many
+SCATTER_MIN_SEEDS = 10
+# Probing settings drawn dashed on one panel at most: every probing setting of the panel's
+# task and model is its own line, and a store of many settings made legends of dozens.
+PROBE_LINES = 6  # scatter individual seeds when a point averages at least this many
 SMALL_DATA = 500  # 003 App. B: the 500-example regime (50 runs)
 COLUMNS = ["task", "setting", "metric", "size", "train_examples", "k", "n", "mean", "std", "ci_low",
            "ci_high", "ci_clipped", "curve"]
@@ -69,7 +74,7 @@ def _curve_table(df: pd.DataFrame, k_column: str, curve: str) -> pd.DataFrame:
 
 def _rows(trials: pd.DataFrame, experiment: str, metrics: dict[str, str] | None = None,
           ) -> pd.DataFrame:
-    rows = with_metrics(frames.ok(frames.normalize(trials), experiment), metrics)
+    rows = with_metrics(frames.normalize(frames.ok(trials, experiment)), metrics)
     return frames.split(rows, SERIES, X)
 
 
@@ -83,7 +88,7 @@ def progressive_table(trials: pd.DataFrame, experiment: str = "progressive",
 
 
 def _probe_rows(trials: pd.DataFrame, experiment: str) -> pd.DataFrame:
-    rows = frames.ok(frames.normalize(trials), experiment)
+    rows = frames.normalize(frames.ok(trials, experiment))
     return frames.split(rows[rows["probe_layer"].notna()], SERIES, PROBE_X)
 
 
@@ -109,18 +114,23 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
                      experiment: str = "progressive", probing: str | None = "probing",
                      metrics: dict[str, str] | None = None):
     """Draw the figure of ``experiment``'s rows, with the probing curves of ``probing``'s;
-    returns (figure, [png, pdf paths], table plotted: finetuning rows with ``curve``
-    "finetune" and the probing overlay with ``curve`` "probe")."""
+    returns (figure, [png, pdf paths], table plotted: finetuning rows of every setting with
+    ``curve`` "finetune" and the probing overlay of the panels drawn with ``curve``
+    "probe")."""
     plt = pyplot()
     ok = _rows(trials, experiment, metrics)
     if ok.empty:
         raise NoResultsError(f"no successful {experiment} trials in the store")
     table = _curve_table(ok, "num_pretrained_layers", "finetune")
+    tasks = panel_tasks(table)
     probe_rows = _probe_rows(trials, probing) if probing else ok.iloc[:0]
-    probe_rows = _overlay(probe_rows, ok) if not probe_rows.empty else probe_rows
+    # the overlay of the panels drawn: a copy of the probing rows per panel, for thousands
+    # of panels, was millions of rows
+    probe_rows = (_overlay(probe_rows, ok[ok["task"].isin(tasks)]) if not probe_rows.empty
+                  else probe_rows)
     probes = _curve_table(probe_rows, "probe_layer", "probe")
-    tasks = list(dict.fromkeys(table["task"]))
     fig, axes = panels(len(tasks))
+    hidden = 0  # probing lines left out past PROBE_LINES in a panel
     for ax, task in zip(axes[0], tasks, strict=True):
         sub = table[table["task"] == task]
         panel = ok[ok["task"] == task]
@@ -141,8 +151,13 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
                 jitter = np.random.default_rng(0).uniform(-0.12, 0.12, len(pts))
                 ax.scatter(pts["num_pretrained_layers"] + jitter, pts["score"], s=6,
                            color=colors[size], alpha=0.35, linewidths=0)
-        for (size, setting), line in probes[probes["task"] == task].groupby(
-                ["size", "setting"], sort=False):
+        overlay = probes[probes["task"] == task]
+        runs = runs_per(overlay, ["size", "setting"])
+        lines = sorted(runs, key=lambda key: -runs[key])  # stable: the table's order on ties
+        hidden += max(len(lines) - PROBE_LINES, 0)
+        for (size, setting), line in overlay.groupby(["size", "setting"], sort=False):
+            if (size, setting) not in lines[:PROBE_LINES]:
+                continue
             line = line.sort_values("k")
             ax.errorbar(line["k"], line["mean"], yerr=ci_yerr(line), ls="--", marker="s", ms=3,
                         capsize=2, color=colors.get(size, "0.35"),
@@ -160,6 +175,11 @@ def plot_progressive(trials: pd.DataFrame, out_dir: str | Path, name: str = "pro
     plotted.attrs["caption"] = caption(plotted, f"`{experiment}` rows" + (
         f"; dashed: `{probing}` rows of the same model and task" if not probes.empty else ""),
         ok)
+    if hidden:
+        plotted.attrs["caption"] += (
+            f" A panel draws at most {PROBE_LINES} probing settings (those with the most runs): "
+            f"{hidden} dashed lines are left out; their numbers are in the table (curve "
+            "\"probe\").")
     return fig, save(fig, out_dir, name), plotted
 
 
@@ -171,7 +191,7 @@ def plot_probing(trials: pd.DataFrame, out_dir: str | Path, name: str = "probing
     if table.empty:
         raise NoResultsError(f"no successful {experiment} trials in the store")
     rows = _probe_rows(trials, experiment)
-    tasks = list(dict.fromkeys(table["task"]))
+    tasks = panel_tasks(table)
     fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
         sub = table[table["task"] == task]
@@ -193,7 +213,7 @@ def plot_step_losses(trials: pd.DataFrame, steps: pd.DataFrame, out_dir: str | P
     """Training loss against iteration (001 Figs 1, 4), one panel per task, one line per
     value of ``line`` (k, or the intermediate task), averaged over runs at each step."""
     # a line per task and k (or intermediate task); other sizes or settings are split
-    ok = frames.split(frames.ok(frames.normalize(trials), experiment),
+    ok = frames.split(frames.normalize(frames.ok(trials, experiment)),
                       ("task", "reinit_layers", "intermediate_task"))
     df = steps.merge(ok[["trial_id", "task", line]], on="trial_id")
     if df.empty:
@@ -201,7 +221,7 @@ def plot_step_losses(trials: pd.DataFrame, steps: pd.DataFrame, out_dir: str | P
                              "with --log-every)")
     df[line] = df[line].fillna("none")
     table = summarize(df, ["task", line, "step"], value="train_loss")
-    tasks = list(dict.fromkeys(table["task"]))
+    tasks = panel_tasks(table)
     fig, axes = panels(len(tasks))
     for ax, task in zip(axes[0], tasks, strict=True):
         sub = table[table["task"] == task]

@@ -1,13 +1,16 @@
 """One command from a results store to every figure and table the store can support.
 
-    reinit-tune report --results DIR [--out DIR] [--only FIGURE ...]
+    reinit-tune report --results DIR [--out DIR] [--only FIGURE ...] [--max-panels N]
 
 Draws every figure the experiment families declare (``reinit_tune.families``) plus the
 store-wide similarity figures, as PNG + PDF, and writes one self-contained ``report.html``:
-figures embedded as base64, the numbers behind them with the n of every point, the trial
-configurations, the library versions and devices, and the failed trials. A figure whose rows
-are not in the store is listed with the sweep that fills it; a figure that fails to draw is
-reported in the page and makes the exit status 1.
+figures embedded as base64, the numbers behind them with the n of every point, every trial,
+the trial configurations, the library versions and devices, and the failed trials. Its cost
+grows with the store's rows, not with its settings: a figure draws at most ``--max-panels``
+panels (``plotting.capped``; its caption names the rest, its table holds every setting), and
+long tables are embedded as compressed data and paged in the browser (``explore``). A
+figure whose rows are not in the store is listed with the sweep that fills it; a figure that
+fails to draw is reported in the page and makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import html
+import itertools
 import json
 import sys
 import traceback
@@ -25,12 +29,15 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune import families, sanity, store
-from reinit_tune.analysis import explore, frames, published, similarity
+from reinit_tune.analysis import explore, frames, plotting, published, similarity
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import NoResultsError
 from reinit_tune.families.base import Figure, FigureSpec, plot
 
-MAX_TABLE_ROWS = 2000
+# Tables longer than this are embedded as data and paged in the browser (a static table of
+# 10^4 rows is megabytes of HTML and a page that no longer scrolls).
+STATIC_ROWS = 500
+_table_ids = itertools.count()
 
 # Figures that read every family's rows: any sweep run with --similarity fills them.
 SIMILARITY = FigureSpec(
@@ -79,9 +86,21 @@ def experiments() -> list[str]:
     return [family.name for family in families.all_families()]
 
 
+def undrawn_note(key: str, figure: Figure) -> str:
+    """The caption's sentence on the panels a figure left out past the panel limit."""
+    total = figure.drawn + len(figure.undrawn)
+    named = "; ".join(figure.undrawn[:3]) + ("; ..." if len(figure.undrawn) > 3 else "")
+    return (f" {len(figure.undrawn)} of the {total} settings (panels) are not drawn, to keep "
+            f"the report's cost bounded: the {figure.drawn} with the most runs are (left out: "
+            f"{named}). The numbers of every setting are in the table below; "
+            f"`reinit-tune report --only {key} --max-panels {total}` draws them all.")
+
+
 def build(results_dir: str | Path, out_dir: str | Path,
-          only: list[str] | None = None) -> tuple[list[Section], frames.Store]:
-    """Draw every section the store supports (or the ``only`` ones) into ``out_dir``."""
+          only: list[str] | None = None, max_panels: int | None = None,
+          ) -> tuple[list[Section], frames.Store]:
+    """Draw every section the store supports (or the ``only`` ones) into ``out_dir``, each
+    figure at most ``max_panels`` panels (default ``plotting.MAX_PANELS``)."""
     data = frames.load(results_dir)
     out = Path(out_dir)
     drawn = []
@@ -89,7 +108,12 @@ def build(results_dir: str | Path, out_dir: str | Path,
         if only and section.key not in only:
             continue
         try:
-            section.figures = section.spec.draw(data, out)
+            with plotting.panel_limit(max_panels or plotting.MAX_PANELS):
+                section.figures = section.spec.draw(data, out)
+            for f in section.figures:
+                if f.undrawn:
+                    f.table.attrs["caption"] = (f.table.attrs.get("caption", "")
+                                                + undrawn_note(section.key, f))
             tables = section.spec.tables(data) if section.spec.tables else {}
             section.tables = {k: v for k, v in tables.items() if not v.empty}
         except NoResultsError as e:  # the store has nothing for this figure
@@ -135,10 +159,17 @@ def _cell_text(value) -> str:
 
 def _table_html(df: pd.DataFrame, wrap: bool = False) -> str:
     """``df`` as an HTML table that fits the page: in a container that scrolls sideways when
-    the table is wider than the page, its text cells wrapped (with ``wrap``, every cell)."""
-    shown = df.head(MAX_TABLE_ROWS)
-    note = (f"<p>first {MAX_TABLE_ROWS} of {len(df)} rows</p>"
-            if len(df) > MAX_TABLE_ROWS else "")
+    the table is wider than the page, its text cells wrapped (with ``wrap``, every cell).
+    Past ``STATIC_ROWS`` rows, every row is embedded as data and shown a page at a time by
+    the page's script (``explore.data_table``), filterable and sortable."""
+    if len(df) > STATIC_ROWS:
+        rows = [[explore.cell_value(v, str(c)) for c, v in zip(df.columns, values,
+                                                              strict=True)]
+                for values in df.itertuples(index=False, name=None)]
+        return explore.data_table(f"table-{next(_table_ids)}", [str(c) for c in df.columns],
+                                  rows)
+    shown = df
+    note = ""
     text = [c for c in shown.columns
             if wrap or not (pd.api.types.is_numeric_dtype(shown[c])
                             or pd.api.types.is_bool_dtype(shown[c]))]
@@ -184,6 +215,14 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def _distinct(values: pd.Series) -> list:
+    """The distinct values of a column (all of them where arrays make that impossible)."""
+    try:
+        return values.drop_duplicates().tolist()
+    except TypeError:  # unhashable cells: arrays
+        return values.tolist()
+
+
 def _config_summary(trials: pd.DataFrame) -> pd.DataFrame:
     """Per config field, a row: its distinct values in each experiment (a column each), so
     the table grows down with the fields, not across the page."""
@@ -196,7 +235,8 @@ def _config_summary(trials: pd.DataFrame) -> pd.DataFrame:
         for name in fields:
             if name not in group:
                 continue
-            values = sorted({_fmt(v) for v in group[name]}, key=lambda v: (len(v), v))
+            values = sorted({_fmt(v) for v in _distinct(group[name])},
+                            key=lambda v: (len(v), v))
             column[name] = ", ".join(values[:12]) + (f" (+{len(values) - 12})"
                                                       if len(values) > 12 else "")
         columns[experiment] = column
@@ -243,11 +283,12 @@ DEGENERATE_COLUMNS = {"experiment": "experiment", "task": "task", "train_size": 
                       "majority_score": "majority rate", "why": "why"}
 
 
-def _degenerate_html(trials: pd.DataFrame) -> str:
-    groups = sanity.degenerate_groups(trials)
+def _degenerate_html(data: frames.Store) -> str:
+    groups = data.degenerate
     if groups.empty:
         return ""
-    heads = [line for line in sanity.warnings(trials, limit=0) if not line.startswith(" ")
+    heads = [line for line in sanity.warnings(data.trials, limit=0, groups=groups)
+             if not line.startswith(" ")
              and not line.startswith("...")]
     table = _table_html(groups[list(DEGENERATE_COLUMNS)].rename(columns=DEGENERATE_COLUMNS))
     many = len(groups) > 12  # a long list would push the figures off the first screen
@@ -259,10 +300,12 @@ def _degenerate_html(trials: pd.DataFrame) -> str:
 
 def render(sections_: list[Section], data: frames.Store, results_dir: Path,
            unreadable: list[Path] | None = None, only: list[str] | None = None) -> str:
+    global _table_ids
+    _table_ids = itertools.count()  # the same store gives the same page
     trials = data.trials
     ok = int((trials["status"] == "ok").sum())
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>reinit-tune report"
-             f"</title><style>{CSS}</style></head><body>",
+             f"</title><style>{CSS}{explore.CSS}</style></head><body>",
              "<h1>reinit-tune report</h1>",
              f"<p class='source' id='about'>results: {html.escape(str(results_dir))}; generated "
              f"{pd.Timestamp.now(tz='UTC'):%Y-%m-%d %H:%M UTC}; {len(trials)} trials "
@@ -281,7 +324,7 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
         parts.append("<p class='warn'><b>Skipped files that cannot be read</b> (a disk fault "
                      "or a foreign file; delete or restore them): " + ", ".join(
                          html.escape(str(p)) for p in unreadable) + "</p>")
-    parts.append(_degenerate_html(trials))
+    parts.append(_degenerate_html(data))
     present = data.experiments
     absent = [e for e in experiments() if e not in present]
     parts.append(f"<p>experiments in the store: <b>{html.escape(', '.join(present) or 'none')}"
@@ -333,25 +376,27 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
                 + (f"<span class='failed'>failed:\n{html.escape(s.failed)}</span>" if s.failed
                    else f"{html.escape(s.skipped or '')}; run {html.escape(s.needs)}")
                 + "</li>" for s in missing) + "</ul></details>")
-    parts.append("</body></html>")
+    parts.append(explore.SCRIPT + "</body></html>")
     return "\n".join(p for p in parts if p)
 
 
-def run(results: Path, out: Path | None = None, only: list[str] | None = None) -> int:
+def run(results: Path, out: Path | None = None, only: list[str] | None = None,
+        max_panels: int | None = None) -> int:
     """Write the report of ``results`` into ``out`` (default ``RESULTS/report``) and print
-    what was drawn (with ``only``: the numbers of those figures too); the exit status."""
+    what was drawn (with ``only``: the numbers of those figures too); the exit status.
+    ``max_panels``: panels per figure at most (``build``)."""
     if not results.is_dir():
         print(f"error: no results folder {results}; pass --results", file=sys.stderr)
         return 2
     out = out or results / "report"
-    built, data = build(results, out, only)
+    built, data = build(results, out, only, max_panels)
     page = out / "report.html"
     out.mkdir(parents=True, exist_ok=True)
     unreadable = store.unreadable_files(results)
     page.write_text(render(built, data, results.resolve(), unreadable, only))
     for path in unreadable:
         print(f"warning: skipped unreadable results file {path}", file=sys.stderr)
-    for line in sanity.warnings(data.trials):
+    for line in sanity.warnings(data.trials, groups=data.degenerate):
         print(f"warning: {line}", file=sys.stderr)
     for s in built:
         if only:  # a figure or two from the command line: show their numbers too

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
-from reinit_tune.analysis.plotting import n_label, panels, save, suptitle
+from reinit_tune.analysis.plotting import capped, n_label, panels, runs_per, save, suptitle
 from reinit_tune.analysis.stats import summarize
 from reinit_tune.errors import NoResultsError
 
@@ -30,7 +30,7 @@ SERIES, X = ("task", "train_size"), ("intermediate_task",)
 
 
 def sequential_rows(trials: pd.DataFrame, experiment: str = "sequential") -> pd.DataFrame:
-    return frames.split(frames.ok(frames.normalize(trials), experiment), SERIES, X)
+    return frames.split(frames.normalize(frames.ok(trials, experiment)), SERIES, X)
 
 
 def sequential_table(trials: pd.DataFrame, experiment: str = "sequential",
@@ -66,7 +66,8 @@ def plot_sequential(trials: pd.DataFrame, out_dir: str | Path, name: str = "sequ
     if table.empty or (table["final"] == table["intermediate"]).all():
         raise NoResultsError("no sequential (intermediate -> final) trials in the store")
     rows = sequential_rows(trials, experiment)
-    matrices = list(dict.fromkeys(zip(table["size"], table["setting"], strict=True)))
+    matrices = capped(list(dict.fromkeys(zip(table["size"], table["setting"], strict=True))),
+                      runs_per(table, ["size", "setting"]))
     fig, axes = panels(len(matrices), width=5.5, height=4.2)
     for ax, (size, setting) in zip(axes[0], matrices, strict=True):
         sub = table[(table["size"] == size) & (table["setting"] == setting)]

@@ -21,6 +21,7 @@ from reinit_tune.analysis.plotting import (
     caption,
     mean_line,
     n_label,
+    panel_tasks,
     panel_title,
     panels,
     pyplot,
@@ -47,21 +48,24 @@ SERIES = ("task", "train_size", "reinit_layers")
 
 
 def similarity_rows(trials: pd.DataFrame, experiment: str | None = None) -> pd.DataFrame:
-    ok = frames.ok(frames.normalize(trials), *([experiment] if experiment else []))
+    ok = frames.normalize(frames.ok(trials, *([experiment] if experiment else [])))
     return frames.split(ok, SERIES)
 
 
 def similarity_table(trials: pd.DataFrame, similarity: pd.DataFrame,
                      experiment: str | None = None) -> pd.DataFrame:
     """Per task, train size, k, measure and layer: n trials, mean and 95% t-interval."""
+    empty = pd.DataFrame(columns=[*KEYS, "train_examples", "n", "mean", "std", "ci_low",
+                                  "ci_high"])
+    if similarity.empty:  # nothing to join: no need to split every trial
+        return empty
     ok = similarity_rows(trials, experiment)
     ok["k"] = ok["num_pretrained_layers"]
     joined = similarity.merge(ok[["trial_id", "task", "size", "k", "num_layers",
                                   "train_examples"]], on="trial_id")
     present = [m for m in MEASURES if m in joined and joined[m].notna().any()]
     if joined.empty or not present:
-        return pd.DataFrame(columns=[*KEYS, "train_examples", "n", "mean", "std", "ci_low",
-                                     "ci_high"])
+        return empty
     long = joined.melt(id_vars=["task", "size", "k", "num_layers", "layer", "train_examples"],
                        value_vars=present, var_name="measure").dropna(subset=["value"])
     table = summarize(long, KEYS, value="value")
@@ -86,7 +90,7 @@ def plot_similarity_by_size(trials: pd.DataFrame, similarity: pd.DataFrame,
         raise NoResultsError("no similarity rows in the store (run a sweep with --similarity)")
     plt = pyplot()
     measures = [m for m in MEASURES if m in set(table["measure"])]
-    tasks = list(dict.fromkeys(table.sort_values("task")["task"]))
+    tasks = panel_tasks(table.sort_values("task", kind="stable"))
     fig, axes = panels(len(tasks), rows=len(measures), height=2.8)
     for col, task in enumerate(tasks):
         for row, measure in enumerate(measures):

@@ -60,7 +60,7 @@ def _split(trials: pd.DataFrame, experiment: str = "variants"
     """(reference rows, epoch-study rows, variant rows) of ``experiment``, labelled."""
     # the epoch count tells the study from the reference curve, so it is laid out here;
     # anything else that varies (model, lr, ...) splits
-    df = frames.split(frames.ok(frames.normalize(trials), experiment),
+    df = frames.split(frames.normalize(frames.ok(trials, experiment)),
                       (*VARIANT_SERIES, "epochs"), X)
     if df.empty:
         return df, df, df
@@ -93,7 +93,7 @@ def variants_table(trials: pd.DataFrame, experiment: str = "variants") -> pd.Dat
                                             variants["epochs"], strict=True)
                } - set(zip(reference["task"], reference["size"], reference["epochs"],
                            strict=True))
-    progressive = frames.split(frames.ok(frames.normalize(trials), "progressive"),
+    progressive = frames.split(frames.normalize(frames.ok(trials, "progressive")),
                                (*VARIANT_SERIES, "epochs"), X)
     if missing and not progressive.empty:
         plain = progressive[(progressive["reinit_lr_multiplier"] == 1.0)

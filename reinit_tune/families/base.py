@@ -173,11 +173,15 @@ class Flag:
 
 @dataclass
 class Figure:
-    """One drawn figure: its name, its files (PNG and PDF) and the numbers it plots."""
+    """One drawn figure: its name, its files (PNG and PDF) and the numbers it plots (every
+    setting's, drawn or not); ``undrawn`` names the settings (panels) left out past the
+    panel limit (``analysis.plotting.capped``), ``drawn`` counts the panels drawn."""
 
     name: str
     paths: list[Path]
     table: pd.DataFrame
+    undrawn: tuple[str, ...] = ()
+    drawn: int = 0
 
 
 @dataclass(frozen=True)
@@ -201,8 +205,12 @@ def plot(name: str, function: Callable[..., tuple], *inputs: str
     """A ``FigureSpec.draw`` for a figure function ``function(*store tables, out_dir,
     name=...)`` returning (figure, paths, table); ``inputs`` name the ``Store`` tables."""
     def draw(store: Store, out_dir: Path) -> list[Figure]:
-        _, paths, table = function(*(getattr(store, t) for t in inputs), out_dir, name=name)
-        return [Figure(name, paths, table)]
+        from reinit_tune.analysis.plotting import undrawn_panels
+
+        with undrawn_panels() as left_out:
+            _, paths, table = function(*(getattr(store, t) for t in inputs), out_dir,
+                                       name=name)
+        return [Figure(name, paths, table, tuple(left_out["undrawn"]), left_out["drawn"])]
     return draw
 
 

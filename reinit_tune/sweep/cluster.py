@@ -5,7 +5,9 @@ by ``RAY_ADDRESS``, else the one last started with ``ray start`` on this machine
 starts the head node that way), else starts a local Ray instance. A stale address file left by
 a cluster that no longer runs falls back to a local instance with a log line instead of
 failing. ``check_resources`` compares what a trial asks for with every node the cluster has,
-or can start: an autoscaling cluster may have no GPU until its GPU worker type scales up.
+or can start: an autoscaling cluster may have no GPU until its GPU worker type scales up;
+``check_memory`` does the same for a trial's estimated peak memory against Ray's ``memory``
+resource of each node.
 """
 
 from __future__ import annotations
@@ -71,6 +73,32 @@ def answers(address: str, timeout_s: float = 3.0) -> bool:
             return True
     except (OSError, ValueError):
         return False
+
+
+# An HTTP/2 client's connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5):
+# a gRPC server, as Ray's GCS is, answers with its own SETTINGS frame.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS = 4
+
+
+def speaks_grpc(address: str, timeout_s: float = 5.0) -> bool:
+    """Whether ``host:port`` answers an HTTP/2 connection preface with a SETTINGS frame, as
+    Ray's GCS (a gRPC server) does. Something else listening there (a web server, a
+    database, a stray port) would leave ``ray.init`` retrying for minutes."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s) as s:
+            s.settimeout(timeout_s)
+            s.sendall(_HTTP2_PREFACE)
+            header = b""
+            while len(header) < 9:
+                chunk = s.recv(9 - len(header))
+                if not chunk:
+                    return False
+                header += chunk
+    except (OSError, ValueError):
+        return False
+    return header[3] == _SETTINGS
 
 
 def choose_address(environ: dict[str, str] | None = None,
@@ -141,6 +169,15 @@ def connect_ray() -> None:
         return
     address, why = choose_address()
     (log.warning if "does not answer" in why else log.info)(why)
+    if address != "local" and not address.startswith("ray://") and not speaks_grpc(address):
+        named = (f"{ADDRESS_ENV}={address}" if os.environ.get(ADDRESS_ENV, "").strip() == address
+                 else f"{address} (recorded in {address_file()})")
+        raise InputError(
+            f"{named} answers but is not a Ray cluster (its port does not "
+            "speak gRPC, as a Ray head's GCS port does): set it to the head's GCS address "
+            f"(`ray start --head` prints it; default port 6379), or unset {ADDRESS_ENV} to run "
+            "on a local Ray instance"
+        )
     if address == "local" and os.environ.get(AUTH_ENV, "disabled") == "disabled":
         log.warning("this local Ray instance runs without token authentication and Ray "
                     "listens on every network interface: anyone who can reach this machine "
@@ -242,6 +279,19 @@ def check_resources(cpus_per_trial: float, gpus_per_trial: float, alive: list[No
         f"--cpus-per-trial {cpus_per_trial:g} (with --gpus-per-trial {gpus_per_trial:g}) fits "
         f"no node: the largest has {most['CPU']:g} CPUs; lower it"
     )
+
+
+def check_memory(need: int, what: str, alive: list[NodeResources],
+                 scalable: dict[str, NodeResources | None] | None = None) -> None:
+    """Raise ``InputError`` when the largest trial's estimated peak memory (``need`` bytes,
+    ``reinit_tune.sweep.memory``) exceeds Ray's ``memory`` resource of every node that runs
+    or can be started. Node types that declare no memory (left to auto-detection) may be
+    big enough: then nothing is refused."""
+    from reinit_tune.sweep import memory
+
+    if not memory.fits(need, alive, scalable):
+        largest = max(r["memory"] for r in [*alive, *(scalable or {}).values()])
+        raise InputError(memory.too_big(need, largest, what))
 
 
 def warn_if_storage_is_local(storage: str, alive: list[NodeResources],

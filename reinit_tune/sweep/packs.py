@@ -30,6 +30,7 @@ from reinit_tune.errors import InputError
 from reinit_tune.model.build import build_model
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.model.surgery import layer_stack
+from reinit_tune.sweep.claims import SKIPPED, Context, begin
 from reinit_tune.sweep.options import TrialRuntime
 from reinit_tune.sweep.trial import (
     epoch_report,
@@ -173,16 +174,18 @@ def execute_pack(
 
 
 def run_pack(params: dict[str, Any], packs: dict[str, list[TrialConfig]],
-             runtime: TrialRuntime) -> None:
+             runtime: TrialRuntime, claims: Context | None = None) -> None:
     """Ray Tune function trainable of a pack: ``params["trial"]["trial_id"]`` picks the pack
     from ``packs``. A one-trial pack is ``run_trial`` (checkpoints, similarity and all).
     Each member's epochs are reported with ``MEMBER`` set to its trial id; a member that
     diverged reports ``{"failed": text, "epoch": -1, MEMBER: id}``. Infrastructure failures
     propagate (Tune retries the whole pack from scratch: packs do not checkpoint); any other
-    error fails every member that had not finished, as ``run_trial`` reports it."""
+    error fails every member that had not finished, as ``run_trial`` reports it. With
+    ``claims``, members another driver holds or stored report ``SKIPPED`` and the pack
+    trains the rest."""
     members = packs[params["trial"]["trial_id"]]
     if len(members) == 1:
-        run_trial(params, {params["trial"]["trial_id"]: members[0]}, runtime)
+        run_trial(params, {params["trial"]["trial_id"]: members[0]}, runtime, claims)
         return
     import datasets
     import ray
@@ -197,6 +200,13 @@ def run_pack(params: dict[str, Any], packs: dict[str, list[TrialConfig]],
     static = {"node_id": context.get_node_id(), "hostname": socket.gethostname(),
               "versions": library_versions()}
     done: set[str] = set()
+    skipped = {c.trial_id: why for c in members
+               if (why := begin(claims, c.trial_id)) is not None}
+    for trial_id, why in skipped.items():
+        tune.report({SKIPPED: why, "epoch": 0, MEMBER: trial_id, **static})
+    members = [c for c in members if c.trial_id not in skipped]
+    if not members:
+        return
 
     def report(trial_id: str, record: dict[str, Any]) -> None:
         tune.report({**record, **static, MEMBER: trial_id})

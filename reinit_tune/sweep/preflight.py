@@ -447,10 +447,14 @@ def preflight(
         problems += found
         if not found:  # sizes of a file that is broken or empty say nothing more
             problems += check_sizes(task, sizes[task], data_dir, options.allow_subset)
-    problems += check_folder(results_dir, "--results", (store.TRIALS, store.EPOCHS))
-    if "://" in storage:
+    unwritable = check_folder(results_dir, "--results", (store.TRIALS, store.EPOCHS))
+    problems += unwritable
+    # file:///x is a local folder to Tune: probe it as one (listing it says nothing about
+    # writing); the default <results>/_tune is probed too, unless --results already failed
+    local = storage.removeprefix("file://") if storage.startswith("file:///") else storage
+    if "://" in local:
         problems += check_storage_uri(storage)
-    elif not Path(storage).is_relative_to(results_dir):
-        problems += check_folder(Path(storage), "--storage")
+    elif not (unwritable and Path(local).is_relative_to(results_dir)):
+        problems += check_folder(Path(local), "--storage")
     if problems:
         raise InputError("cannot start the sweep:\n  - " + "\n  - ".join(problems))

@@ -89,6 +89,10 @@ class Progress:
         self.timed = 0
         self.slots = 1
         self.start = time.monotonic()
+        # what eta_s needs of the unfinished trials, kept as running totals: a pass over
+        # every trial per finished one costs O(n^2) over a sweep
+        self.pending_estimated_s = sum(self.estimates.get(t, 0.0) for t in trials)
+        self.pending_unestimated = sum(t not in self.estimates for t in trials)
 
     def __getstate__(self) -> dict:
         # Tune pickles its callbacks and stoppers with the experiment state; a console
@@ -106,7 +110,12 @@ class Progress:
     def trial_finished(self, trial_id: str, status: str, detail: str = "") -> None:
         began = self.started.pop(trial_id, None)
         seconds = time.monotonic() - began if began is not None else 0.0
-        self.finished.add(trial_id)
+        if trial_id not in self.finished:
+            self.finished.add(trial_id)
+            if trial_id in self.estimates:
+                self.pending_estimated_s -= self.estimates[trial_id]
+            else:
+                self.pending_unestimated -= 1
         if began is not None:
             self.finished_s += seconds
             self.timed += 1
@@ -119,17 +128,14 @@ class Progress:
               file=self.out or sys.stdout, flush=True)
 
     def eta_s(self) -> float | None:
-        remaining = [t for t in self.trials if t not in self.finished]
-        if not remaining:
+        if self.done >= len(self.trials):
             return 0.0
-        unestimated = [t for t in remaining if t not in self.estimates]
         mean_s = self.finished_s / self.timed if self.timed else None
-        if unestimated and mean_s is None:
+        if self.pending_unestimated and mean_s is None:
             return None
         correction = self.measured_s / self.estimated_s if self.estimated_s else 1.0
-        estimated = correction * sum(self.estimates[t] for t in remaining
-                                     if t in self.estimates)
-        return (estimated + len(unestimated) * (mean_s or 0.0)) / self.slots
+        estimated = correction * max(0.0, self.pending_estimated_s)  # float drift below 0
+        return (estimated + self.pending_unestimated * (mean_s or 0.0)) / self.slots
 
     @property
     def done(self) -> int:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -27,12 +28,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ray import tune
+from ray.tune.search import Searcher
 
 from reinit_tune import sanity, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.model.shape import ModelShape
-from reinit_tune.sweep import cluster, cost, loggers, preflight
+from reinit_tune.sweep import claims, cluster, cost, loggers, memory, preflight
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.packs import MEMBER, pack_note, plan_packs, resolve_pack_size, run_pack
 from reinit_tune.sweep.plan import Plan, describe, make_plan
@@ -57,6 +59,8 @@ class SweepSummary:
     warnings: list[str] = field(default_factory=list)  # results that are not really results
     errors: Counter[str] = field(default_factory=Counter)  # failure message -> trials
     stopped: str | None = None  # why the sweep stopped before running every trial
+    # trials left to other drivers on the same store (reinit_tune.sweep.claims): why -> count
+    elsewhere: Counter[str] = field(default_factory=Counter)
 
     @property
     def failed(self) -> int:
@@ -64,7 +68,8 @@ class SweepSummary:
 
     @property
     def not_finished(self) -> int:
-        return self.total - self.skipped - self.ok - self.failed - self.reused
+        return (self.total - self.skipped - self.ok - self.failed - self.reused
+                - sum(self.elsewhere.values()))
 
     def __str__(self) -> str:
         if self.dry_run:
@@ -79,16 +84,23 @@ class SweepSummary:
         failures = "".join(f"\nfailed ({n} trial{'s' * (n > 1)}): {text}"
                            for text, n in self.errors.most_common(5))
         stopped = f"\n{self.stopped}" if self.stopped else ""
+        others = "".join(f"\n{n} trial{'s' * (n > 1)} {why}"
+                         for why, n in sorted(self.elsewhere.items()))
+        if any(why.startswith("being trained") for why in self.elsewhere):
+            others += ("\nrerun the same command after the other driver finishes to pick up "
+                       "any trial it did not finish")
         return (
             f"sweep {self.name}: {self.total} trials: {self.ok} ran ok, {self.failed} failed, "
             f"{self.skipped} already in the store (skipped), "
             + (f"{self.reused} copied from another family's identical runs, "
                if self.reused else "") +
+            (f"{sum(self.elsewhere.values())} left to other drivers on this store, "
+             if self.elsewhere else "") +
             f"{self.not_finished} not finished; "
             f"{self.retries} retries; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
             f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
             f"(reinit_tune.store.load_trials('{self.results_dir}'))"
-            f"{failures}{stopped}{rerun}{warned}"
+            f"{failures}{stopped}{others}{rerun}{warned}"
         )
 
 
@@ -107,7 +119,8 @@ class StoreWriter(tune.Callback):
     def __init__(self, results_dir: Path, configs: dict[str, TrialConfig], summary: SweepSummary,
                  num_layers: dict[str, int], progress: Progress | None = None,
                  source: dict[str, Any] | None = None,
-                 packs: dict[str, list[str]] | None = None):
+                 packs: dict[str, list[str]] | None = None,
+                 claim_context: claims.Context | None = None):
         self.results_dir = results_dir
         self.configs = configs
         self.summary = summary
@@ -120,6 +133,8 @@ class StoreWriter(tune.Callback):
         self.reports: dict[str, dict[int, dict]] = defaultdict(dict)
         self.failures: dict[str, str] = {}  # trial_id -> reported deterministic failure
         self.halt: str | None = None  # why the sweep must stop, once it must
+        self.claims = claim_context  # released once a trial is stored or stops
+        self.skips: dict[str, str] = {}  # trial_id -> why another driver has it
 
     def members(self, trial) -> list[str]:
         """Our trial ids of what a Tune trial runs: a pack's members, else the trial."""
@@ -134,6 +149,9 @@ class StoreWriter(tune.Callback):
         key = result.get(MEMBER) or trial_id_of(trial)  # a pack reports for each member
         if "failed" in result:
             self.failures[key] = result["failed"]
+            return
+        if claims.SKIPPED in result:
+            self.skips[key] = result[claims.SKIPPED]
             return
         # Keyed by epoch: a retried trial that resumes re-reports epochs already seen.
         self.reports[key][int(result["epoch"])] = dict(result)
@@ -163,6 +181,7 @@ class StoreWriter(tune.Callback):
                 "folder writable, then rerun the same command (stored trials are skipped)")
             log.error("%s", self.halt)
             return
+        self._release(config.trial_id)
         if status == "ok":
             self.summary.ok += 1
             self.summary.examples_per_s.append(row["train_examples_per_s"])
@@ -189,7 +208,19 @@ class StoreWriter(tune.Callback):
         for trial_id in self.members(trial):
             self._complete(trial, trial_id, attempts)
 
+    def _release(self, trial_id: str) -> None:
+        if self.claims is not None:
+            try:
+                claims.release(self.claims, trial_id)
+            except OSError as e:  # it expires after its lease
+                log.warning("could not release the claim of trial %s: %s", trial_id, e)
+
     def _complete(self, trial, trial_id: str, attempts: int) -> None:
+        if (why := self.skips.pop(trial_id, None)) is not None:
+            self.summary.elsewhere[why] += 1
+            if self.progress is not None:
+                self.progress.trial_stopped(trial_id)
+            return
         if (failure := self.failures.pop(trial_id, None)) is not None:
             self._write(trial, "error", failure, attempts, trial_id)
             return
@@ -198,6 +229,7 @@ class StoreWriter(tune.Callback):
             # Stopped before its last epoch (the sweep was halted or interrupted): not a
             # result. Leaving it out of the store makes the next run train it again.
             self.reports.pop(trial_id, None)
+            self._release(trial_id)
             if self.progress is not None:
                 self.progress.trial_stopped(config.trial_id)
             return
@@ -258,38 +290,78 @@ def connect(plan: Plan) -> None:
     alive, scalable = cluster.inventory()
     resources = plan.options.resources
     cluster.check_resources(resources.cpus_per_trial, resources.gpus_per_trial, alive, scalable)
+    cluster.check_memory(*memory.largest_trial(
+        list(plan.todo), plan.shapes, use_gpu=resources.gpus_per_trial > 0,
+        data_dir=plan.data_dir, similarity=plan.options.similarity is not None),
+        alive, scalable)
     cluster.warn_if_storage_is_local(plan.storage, alive, scalable)
 
 
-def param_space(trials: dict[str, dict[str, Any]]) -> dict:
-    """Tune's search space: one grid point per trial, ``{"trial": {"trial_id": ..., <axes>}}``
-    with the trial's experiment axes (``trials``: id -> ``progress.axes``) as real values,
-    so Tune's table, ``ResultGrid.get_dataframe()`` (``config/trial/k``...), logger callbacks
-    (TensorBoard hparams ``trial/k``...) and the dashboard show them. One grid value per
-    trial keeps the axes of a trial together (a cartesian product of axes would be another
-    grid)."""
-    return {"trial": tune.grid_search([{"trial_id": tid, **values}
-                                       for tid, values in trials.items()])}
+class TrialList(Searcher):
+    """Tune's search space: each trial once, in order, as ``{"trial": {"trial_id": ...,
+    <axes>}}`` with the trial's experiment axes (``trials``: id -> ``progress.axes``) as real
+    values, so Tune's table, ``ResultGrid.get_dataframe()`` (``config/trial/k``...), logger
+    callbacks (TensorBoard hparams ``trial/k``...) and the dashboard show them.
+
+    A Tune searcher rather than one ``grid_search`` value per trial: Tune's variant generator
+    deep-copies the whole search space, grid included, for each trial it creates, which is
+    O(n) per trial and O(n^2) per sweep (22 s of a 1,000-trial sweep's 60 s of driver time;
+    benchmarks/RESULTS.md, "the sweep driver at scale"); handing out the next value is O(1).
+    """
+
+    def __init__(self, trials: dict[str, dict[str, Any]]):
+        super().__init__()
+        self.values = [{"trial_id": tid, **values} for tid, values in trials.items()]
+        self.given = 0
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        return True  # no metric to optimize: every value runs
+
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self.given >= len(self.values):
+            return Searcher.FINISHED
+        self.given += 1
+        return {"trial": dict(self.values[self.given - 1])}
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None,
+                          error: bool = False) -> None:
+        pass
+
+    # with Tune's experiment state (periodic), so that state stays whole
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump((self.values, self.given), f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.values, self.given = pickle.load(f)
+
+
+def pending_trials() -> int:
+    """How many trials Tune keeps queued ahead of free slots: what it gives its own variant
+    generator (at least 200, so an autoscaling cluster sees the demand; 1.1 per cluster CPU
+    beyond) instead of the 1 it gives any other searcher."""
+    import ray
+
+    return max(200, int(ray.cluster_resources().get("CPU", 1.0) * 1.1))
 
 
 def trial_id_of(trial) -> str | None:
-    """Our trial id of a Tune trial (from its config; see ``param_space``)."""
+    """Our trial id of a Tune trial (from its config; see ``TrialList``)."""
     return (trial.config.get("trial") or {}).get("trial_id")
 
 
-class TrialNames:
-    """Tune's ``trial_name_creator``/``trial_dirname_creator``: a trial named by its axes
-    (``progressive_rte_n500_s3_k4``), looked up by its trial id (the one grid value Tune
-    has resolved when it names a trial)."""
+def tune_trial_name(trial) -> str:
+    """Tune's ``trial_name_creator``: a trial named by its axes
+    (``progressive_rte_n500_s3_k4``), from its config (``TrialList``). A module function, not
+    a table of names: Tune serializes the creators once per trial it creates."""
+    values = trial.config.get("trial")
+    return trial_name(values) if values else "trial"
 
-    def __init__(self, trials: dict[str, dict[str, Any]]):
-        self.names = {tid: trial_name(values) for tid, values in trials.items()}
 
-    def name(self, trial) -> str:
-        return self.names.get(trial_id_of(trial), "trial")
-
-    def dirname(self, trial) -> str:
-        return f"{self.name(trial)}_{trial.trial_id}"
+def tune_trial_dirname(trial) -> str:
+    """Tune's ``trial_dirname_creator``: the trial's name and Tune's trial id."""
+    return f"{tune_trial_name(trial)}_{trial.trial_id}"
 
 
 def source_version() -> dict[str, Any]:
@@ -323,6 +395,8 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
         summary.reused += 1
     if not plan.todo:
         return summary
+    # now, before any trial: a row stored later was stored by another driver
+    claim_context = claims.Context(str(plan.results_dir))
     connect(plan)
     store.remove_partial_files(plan.results_dir)
     options = plan.options
@@ -337,10 +411,26 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
         pack_size = 1
     # --pack-size 1 runs the unpacked trainable and grid exactly as before packs existed
     packs, grid = plan_packs(list(plan.todo), pack_size, trial_axes)
+    needs = memory.tune_trial_bytes(packs, plan.shapes,
+                                    use_gpu=options.resources.gpus_per_trial > 0,
+                                    data_dir=plan.data_dir,
+                                    similarity=runtime.similarity is not None)
+    if pack_size > 1 and not memory.fits(max(needs.values()), *cluster.inventory()):
+        need, what = memory.largest(needs, packs)
+        log.warning("--pack-size %d: %s needs an estimated %s of memory, more than any "
+                    "node has; running unpacked", pack_size, what, memory.gb(need))
+        pack_size = 1
+        packs, grid = plan_packs(list(plan.todo), 1, trial_axes)
+        needs = memory.tune_trial_bytes(packs, plan.shapes,
+                                        use_gpu=options.resources.gpus_per_trial > 0,
+                                        data_dir=plan.data_dir,
+                                        similarity=runtime.similarity is not None)
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, configs=todo, runtime=runtime) if pack_size == 1
-        else tune.with_parameters(run_pack, packs=packs, runtime=runtime),
-        {"cpu": options.resources.cpus_per_trial, "gpu": options.resources.gpus_per_trial},
+        tune.with_parameters(run_trial, configs=todo, runtime=runtime, claims=claim_context)
+        if pack_size == 1 else tune.with_parameters(run_pack, packs=packs, runtime=runtime,
+                                                    claims=claim_context),
+        memory.resources(options.resources.cpus_per_trial, options.resources.gpus_per_trial,
+                         needs),
     )
     progress = None if options.verbose else Progress(trial_axes, cost.trial_estimates(
         list(todo.values()), plan.shapes, plan.data_dir,
@@ -348,14 +438,15 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     writer = StoreWriter(plan.results_dir, todo, summary, num_layers, progress=progress,
                          source=source_version(),
                          packs={pid: [c.trial_id for c in members]
-                                for pid, members in packs.items() if len(members) > 1})
-    names = TrialNames(grid)
-    run_name = f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+                                for pid, members in packs.items() if len(members) > 1},
+                         claim_context=claim_context)
+    # its own folder per driver: two drivers started in one second must not share one
+    run_name = f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}-{claim_context.owner.token[:6]}"
     tuner = tune.Tuner(
         trainable,
-        param_space=param_space(grid),
-        tune_config=tune.TuneConfig(reuse_actors=True, trial_name_creator=names.name,
-                                    trial_dirname_creator=names.dirname),
+        tune_config=tune.TuneConfig(search_alg=TrialList(grid), num_samples=len(grid),
+                                    reuse_actors=True, trial_name_creator=tune_trial_name,
+                                    trial_dirname_creator=tune_trial_dirname),
         run_config=tune.RunConfig(
             name=run_name,
             storage_path=plan.storage,
@@ -371,21 +462,34 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     # hint naming a temporary staging folder even at verbose 0; its classic reporter prints
     # nothing there, which leaves our one line per trial (--verbose: Tune's table)
     os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if options.verbose else "0"
+    # Tune queues 1 trial ahead for a searcher (``TrialList``), pending_trials() for its own
+    # variant generator; the searcher's trials are the same grid, so queue as for a grid
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(pending_trials()))
     if "tensorboard" in options.loggers:
         log.info("TensorBoard: tensorboard --logdir %s/%s", str(plan.storage).rstrip("/"),
                  run_name)
     start = time.perf_counter()
-    tuner.fit()
+    heartbeat = claims.Heartbeat(claim_context)
+    try:
+        tuner.fit()
+    finally:
+        heartbeat.stop()
     summary.wall_time_s = time.perf_counter() - start
     summary.stopped = writer.halt
     try:  # past store.COMPACT_AFTER_FILES per-trial files: every later read stays fast
         store.compact_if_many(plan.results_dir)
     except OSError as e:  # the rows are safe in their per-trial files; compact later
         log.warning("could not compact the results store %s: %s", plan.results_dir, e)
-    trials = store.load_trials(plan.results_dir)
+    # only what the sanity checks read, of the ok rows: every column of every row of a large
+    # store costs seconds and hundreds of MB after each sweep
+    trials = store.load_trials(plan.results_dir, status="ok", columns=_SANITY_COLUMNS)
     summary.warnings = sanity.warnings(
         trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])
     return summary
+
+
+_SANITY_COLUMNS = ["trial_id", "status", "experiment", "task", "train_size", "train_fraction",
+                   "model", "metric", "score", "majority_score", "config_json"]
 
 
 def run_sweep(

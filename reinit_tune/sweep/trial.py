@@ -46,6 +46,7 @@ from reinit_tune.similarity.layers import (
     json_safe,
     pretrained_distances,
 )
+from reinit_tune.sweep.claims import SKIPPED, Context, begin
 from reinit_tune.sweep.options import SimilarityOptions, TrialRuntime
 from reinit_tune.tasks import get_task
 from reinit_tune.training import sequential
@@ -239,8 +240,9 @@ def load_state(folder: str | Path) -> dict:
 
 
 # Failures that a retry can cure: a lost node or worker, a flaky network or filesystem, a GPU
-# whose memory another trial packed onto it held at that moment.
-_TRANSIENT = (ConnectionError, TimeoutError, torch.cuda.OutOfMemoryError)
+# or host whose memory another trial held at that moment (a worker Ray's memory monitor kills
+# never gets here: the driver sees ray.exceptions.OutOfMemoryError, reinit_tune.sweep.memory).
+_TRANSIENT = (ConnectionError, TimeoutError, MemoryError, torch.cuda.OutOfMemoryError)
 
 
 def is_infrastructure_failure(error: BaseException) -> bool:
@@ -263,14 +265,16 @@ def failure_text(error: BaseException) -> str:
 
 
 def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
-              runtime: TrialRuntime) -> None:
+              runtime: TrialRuntime, claims: Context | None = None) -> None:
     """Ray Tune function trainable. ``params["trial"]["trial_id"]`` picks the config from
     ``configs`` (shipped once through the object store by ``tune.with_parameters``, with the
     run's ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one.
 
     Only infrastructure failures (``is_infrastructure_failure``) propagate to Tune, which
     retries them; any other exception is reported as ``{"failed": text, "epoch": -1}`` and
-    the trial ends, since running it again would fail the same way."""
+    the trial ends, since running it again would fail the same way. With ``claims`` (several
+    drivers on one store) a trial another driver holds or stored is not trained: it reports
+    ``{SKIPPED: why, "epoch": 0}`` (``reinit_tune.sweep.claims``)."""
     import datasets
     import ray  # here, not above: ``execute`` runs without Ray (benchmarks, a GPU box)
     from ray import tune
@@ -287,6 +291,9 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
     torch.set_num_threads(max(1, int(assigned.get("CPU", 1))))
     static = {"node_id": context.get_node_id(), "hostname": socket.gethostname(),
               "versions": library_versions()}
+    if (why := begin(claims, config.trial_id)) is not None:
+        tune.report({SKIPPED: why, "epoch": 0, **static})
+        return
     resume = None
     if (checkpoint := tune.get_checkpoint()) is not None:
         with checkpoint.as_directory() as folder:

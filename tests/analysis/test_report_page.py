@@ -27,7 +27,15 @@ MISSING_WORDS = re.compile(r"\b(?:nan|NaN|None|NaT)\b|<NA>|&lt;NA&gt;")
 def visible(page: str) -> str:
     """The page without its embedded images and script: what a reader can read."""
     page = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", page)
-    return re.sub(r"<script>.*?</script>", "", page, flags=re.S)
+    return re.sub(r"<script[^>]*>.*?</script>", "", page, flags=re.S)
+
+
+def trial_cells(page: str) -> list[str]:
+    """Every cell of the trial table as the page's script shows it (text; a missing value is
+    null, shown as nothing), from the rows embedded in the page."""
+    doc = explore.tables_in(page)["trials"]
+    return ["" if v is None else str(v) for row in doc["rows"] for v, kind in
+            zip(row, doc["kinds"], strict=True) if kind != "curve"]
 
 
 def section_of(page: str, marker: str, end: str = "</table>") -> str:
@@ -86,11 +94,11 @@ def test_no_missing_value_is_printed_as_a_word(tmp_path, dtype):
     assert any(s.figures for s in sections)
     found = sorted(set(MISSING_WORDS.findall(visible(page))))
     assert not found, found
-    table = section_of(page, "<table id='trials'>")
-    shown = re.findall(r"<td[^>]*>([^<]*)</td>", table)
+    shown = trial_cells(page)
+    assert not sorted({w for c in shown for w in MISSING_WORDS.findall(c)})
     # only the runs that had an intermediate task
     assert [cell for cell in shown if "after" in cell] == ["after mrpc"] * 2
-    assert "order 1,0,2,3,4,5" in table and "heads 0.1" in table
+    assert "order 1,0,2,3,4,5" in shown and "heads 0.1" in shown
 
 
 @pytest.mark.parametrize("dtype", list(STRING_DTYPES))
@@ -112,8 +120,8 @@ def test_the_epoch_column_only_where_a_trial_was_scored_after_several_epochs(tmp
     synth.add("progressive", "sst2", 0.72, seed=1, epoch_scores=final_only[:2] + [0.72])
     assert cli(capsys, "report", "--results", str(tmp_path / "final"))[0] == 0
     page = (tmp_path / "final" / "report" / "report.html").read_text()
-    table = section_of(page, "<table id='trials'>")
-    assert "dev score per epoch" not in table and "<svg" not in table
+    doc = explore.tables_in(page)["trials"]
+    assert "dev score per epoch" not in doc["columns"] and "curve" not in doc["kinds"]
     assert not MISSING_WORDS.findall(visible(page))
 
     synth = SyntheticStore(tmp_path / "mixed")
@@ -121,12 +129,14 @@ def test_the_epoch_column_only_where_a_trial_was_scored_after_several_epochs(tmp
     synth.add("variants", "sst2", 0.7, epoch_scores=[0.5, 0.6, 0.7])
     assert cli(capsys, "report", "--results", str(tmp_path / "mixed"))[0] == 0
     page = (tmp_path / "mixed" / "report" / "report.html").read_text()
-    table = section_of(page, "<table id='trials'>")
-    assert "dev score per epoch" in table and table.count("<svg") == 1
-    assert "epoch 3: 0.7000</span>" in table  # the final-only trial: its one value
-    headers = re.findall(r"<th[^>]*>([^<]+)</th>", table)
-    rows = re.findall(r"<tr>(.*?)</tr>", table[table.index("<tbody>"):])
-    assert all(len(re.findall(r"<td", r)) == len(headers) for r in rows)
+    doc = explore.tables_in(page)["trials"]
+    curves = [r[doc["columns"].index("dev score per epoch")] for r in doc["rows"]]
+    assert sorted(curves) == [[[1, 0.5], [2, 0.6], [3, 0.7]], [[3, 0.7]]]  # one a line
+    # the final-only trial: its one value, which the script shows as text, not a line
+    assert "scored after the last epoch only" in page
+    headers = re.findall(r"<th[^>]*>([^<]+)</th>", section_of(page, "<table id='trials'>"))
+    assert headers == doc["columns"]
+    assert all(len(r) == len(headers) for r in doc["rows"])
 
 
 def test_figures_come_first_and_what_was_not_drawn_is_folded_at_the_end(tmp_path, capsys):
@@ -249,7 +259,7 @@ def test_the_screenshot_shows_the_filtered_table(tmp_path, capsys):
     assert (ink > 0.01).mean() > 0.3, "the screenshot is mostly blank"
 
 
-def test_the_page_stays_small_and_the_trial_table_is_capped(tmp_path):
+def test_the_page_stays_small_and_holds_every_trial(tmp_path):
     synth = SyntheticStore(tmp_path / "results")
     for seed in range(40):
         for k in (0, 3, 6):
@@ -258,15 +268,13 @@ def test_the_page_stays_small_and_the_trial_table_is_capped(tmp_path):
     synth.add("variants", "sst2", 0.5, seed=99, status="error")
     sections, data = report.build(tmp_path / "results", tmp_path / "out")
     page = report.render(sections, data, tmp_path / "results")
-    table = section_of(page, "<table id='trials'>")
-    assert table.count("<tr>") == 1 + 121
-    assert len(table) / 121 < 2_000  # bytes per trial, its epoch curve included
+    doc = explore.tables_in(page)["trials"]
+    assert len(doc["rows"]) == 121
+    table = page[page.index("<div class='data-table' data-what='trials'"):]
+    table = table[:table.index("</script></div>")]
+    assert len(table) / 121 < 200  # bytes per trial, its epoch curve included
     assert len(visible(page)) < 400_000
-
-    table = explore.trial_table(data.trials, data.epochs, limit=10)
-    body = table[table.index("<tbody>"):]
-    assert body.count("<tr>") == 10 and "10 of the store's 121 trials" in table
-    assert "RuntimeError: boom" in body  # the failed trial is kept
+    assert "RuntimeError: boom" in trial_cells(page)  # the failed trial too
 
 
 def test_a_figure_that_failed_is_named_before_the_figures(tmp_path):

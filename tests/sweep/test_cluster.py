@@ -1,5 +1,6 @@
 """The cluster: cluster.yaml passes Ray's own cluster-config validation, capacity
-checks read the autoscaler's node types, and one sweep command runs across two Ray nodes."""
+checks read the autoscaler's node types, one sweep command runs across two Ray nodes, and an
+address that is not Ray is refused."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import copy
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
+import time
 from importlib import metadata
 
 import pytest
@@ -17,7 +21,7 @@ import yaml
 from reinit_tune import store
 from reinit_tune.errors import InputError
 from reinit_tune.sweep import cluster
-from tests.helpers import NODE_RESOURCES, REPO, two_node_cluster
+from tests.helpers import NODE_RESOURCES, REPO, stored, two_node_cluster
 
 CLUSTER_YAML = REPO / "cluster.yaml"
 
@@ -139,3 +143,30 @@ def test_one_sweep_command_runs_across_two_nodes(tiny_bert, glue_dir, tmp_path):
     assert len(trials) == 4 and set(trials["status"]) == {"ok"}
     assert set(trials["node_id"]) == set(nodes)  # both nodes ran trials
     assert (tmp_path / "tune").is_dir()  # Tune's storage_path was --storage
+
+
+def test_an_address_that_is_not_ray_is_refused_within_30_s(tiny_bert, glue_dir, tmp_path):
+    """Something listens there (the port answers) but it is not Ray's GCS: before, ray.init
+    retried for ever printing 'Failed to connect to GCS'."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        accepted: list = []
+        threading.Thread(target=lambda: accepted.extend(server.accept() for _ in range(4)),
+                         daemon=True).start()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        env = {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "disabled",
+               "REINIT_TUNE_DATA": str(glue_dir)}
+        start = time.monotonic()
+        sweep = subprocess.run(
+            [sys.executable, "sweeps/progressive.py", "--model", tiny_bert, "--tasks", "rte",
+             "--sizes", "16", "--seeds", "1", "--epochs", "1", "--k", "0",
+             "--results", str(tmp_path / "results"), "--storage", str(tmp_path / "tune")],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - start
+    out = sweep.stdout + sweep.stderr
+    assert sweep.returncode == 2, out[-4000:]
+    assert took < 30, out[-4000:]
+    assert f"RAY_ADDRESS={address} answers but is not a Ray cluster" in out
+    assert "Traceback" not in out and "Failed to connect to GCS" not in out, out
+    assert not stored(tmp_path / "results")

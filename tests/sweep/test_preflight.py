@@ -135,6 +135,14 @@ def bigger_tokenizer(folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
+def tune_is_a_file(tmp: Path) -> str:
+    """A results folder holding a file where Tune's default storage folder goes."""
+    results = tmp / "results-with-tune-file"
+    results.mkdir()
+    (results / "_tune").write_text("not a folder")
+    return str(results)
+
+
 def trials_is_a_file(tmp: Path) -> str:
     results = tmp / "results-elsewhere"
     results.mkdir()
@@ -332,6 +340,12 @@ CASES = [
      "fits no node: the largest has 2 CPUs", "cluster"),
     ("GPUs beyond a node's", lambda t, m, g: {"--gpus-per-trial": ["2"]},
      "exceeds the 1 GPUs of the largest node", "cluster-gpu"),
+    ("a trial needing more memory than any node has", lambda t, m, g: {
+        "--sizes": ["2000"], "--batch-size": ["2000"]},
+     "--batch-size 2000 --max-seq-length 128 needs an estimated", "cluster"),
+    ("a batch of 512 on a 4 GB node", lambda t, m, g: {
+        "--sizes": ["512"], "--batch-size": ["512"]}, "but the largest node has 4.0 GB",
+     "cluster"),
     ("RAY_ADDRESS of a stopped cluster", lambda t, m, g: {"env:RAY_ADDRESS":
                                                         f"127.0.0.1:{free_port()}"},
      "does not answer", "cluster"),
@@ -586,13 +600,17 @@ CASES = [
      "is not writable", "grid"),
     ("storage URI of an unknown scheme", lambda t, m, g: {"--storage": ["nosuch://bucket/x"]},
      "--storage nosuch://bucket/x is not reachable", "grid"),
+    ("storage file:// URI not writable", lambda t, m, g: {
+        "--storage": [f"file://{file_at(t) / 's'}"]}, "--storage", "grid"),
+    ("results holds a file named _tune", lambda t, m, g: {"--results": [tune_is_a_file(t)]},
+     "_tune is a file, not a folder", "grid"),
 ]
 
 
 @pytest.fixture
 def sweep_env(monkeypatch):
-    """Ray and Tune replaced by fakes that record what started: a 2-CPU node (one with a GPU
-    for "cluster-gpu" rows); no trial may ever start."""
+    """Ray and Tune replaced by fakes that record what started: a 2-CPU node with 4 GiB for
+    Ray's tasks (and a GPU for "cluster-gpu" rows); no trial may ever start."""
     started = []
 
     def connect():
@@ -601,7 +619,8 @@ def sweep_env(monkeypatch):
 
     monkeypatch.setattr(cluster, "connect_ray", connect)
     monkeypatch.setattr(cluster, "inventory", lambda: (
-        [{"CPU": 2.0, "GPU": 1.0}] if "gpu" in started else [{"CPU": 2.0}], None))
+        [{"CPU": 2.0, "GPU": 1.0, "memory": 4.0 * 2**30}] if "gpu" in started
+        else [{"CPU": 2.0, "memory": 4.0 * 2**30}], None))
 
     def tuner(*args, **kwargs):
         raise AssertionError("a trial was about to start")

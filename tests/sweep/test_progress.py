@@ -71,6 +71,26 @@ def test_without_a_cost_estimate_the_eta_comes_from_the_first_finished_trial(mon
     assert p.eta_s() == pytest.approx(3 * 40.0 / 2)
 
 
+def test_the_eta_counts_each_unfinished_trial_once(monkeypatch):
+    # some trials estimated, some not; a trial reported finished twice counts once
+    configs = {f"t{i}": TrialConfig("m", "rte", seed=i, experiment="x") for i in range(6)}
+    clock = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    p = progress.Progress({t: progress.axes(c, 4) for t, c in configs.items()},
+                          {"t0": 10.0, "t1": 20.0, "t2": 30.0}, out=io.StringIO())
+    p.trial_started("t0")
+    clock[0] = 10.0  # exactly its estimate: the correction is 1
+    p.trial_finished("t0", "ok")
+    assert p.eta_s() == pytest.approx(20.0 + 30.0 + 3 * 10.0)  # 3 unestimated at the mean
+    p.trial_finished("t0", "ok")
+    assert p.eta_s() == pytest.approx(20.0 + 30.0 + 3 * 10.0)
+    for t in ("t1", "t2", "t3", "t4"):
+        p.trial_finished(t, "ok")  # never seen starting: no timing, still finished
+    assert p.eta_s() == pytest.approx(10.0)  # t5 at the mean of the one timed trial
+    p.trial_finished("t5", "ok")
+    assert p.eta_s() == 0.0 and p.done == 6
+
+
 def test_the_estimate_says_where_it_was_not_calibrated(monkeypatch):
     monkeypatch.setattr(cost.hardware, "cpu_name", lambda: "Some CPU (no native bf16)")
     assert "not calibrated here" in cost.calibration_note(use_gpu=False)

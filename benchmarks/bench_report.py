@@ -1,0 +1,123 @@
+"""The report at scale: ``reinit-tune report`` on synthetic compacted stores of growing size,
+each run in a fresh process: wall seconds, the process's peak RSS, the page's size, the
+figures drawn and the panels left out past the panel limit; then what 10^6 trials would
+cost, extrapolated from the last two sizes.
+
+For each size N a synthetic store of N trials (``benchmarks.synth_store``: the product's own
+writer and schemas; 7 families, 8 tasks, 4 models, mixed lr, epochs, precision and sizes, so
+the split rule gives figures many settings) is written and compacted under ``--root``
+(``n<N>``); ``--reuse`` keeps a folder that already holds N trials (writing 10^5 takes
+minutes).
+
+    python -m benchmarks.bench_report --sizes 1000 10000 100000 --root /tmp/report-bench --reuse
+
+``--smoke``: 30 trials in a temporary folder (CI runs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks import common, synth_store
+from reinit_tune import store
+
+# The report in a fresh process; its own peak RSS, read as it exits.
+CHILD = """
+import json, resource, sys, time
+from reinit_tune import cli
+start = time.perf_counter()
+code = cli.main(["report", "--results", sys.argv[1], "--out", sys.argv[2]])
+print(json.dumps({"code": code, "seconds": time.perf_counter() - start,
+                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+"""
+
+
+def prepare(root: Path, size: int, reuse: bool) -> float | None:
+    """A compacted store of ``size`` trials at ``root``; the seconds writing it took."""
+    if reuse and root.is_dir() and not store.small_file_count(root) and len(
+            store.load_trials(root, columns=["trial_id"])) == size:
+        return None
+    shutil.rmtree(root, ignore_errors=True)
+    seconds = synth_store.generate(root, size)
+    store.compact(root)
+    return seconds
+
+
+def measure(root: Path, out: Path) -> dict:
+    """Run the report of ``root`` into ``out`` in a fresh process: its wall seconds (the
+    process's, imports included), peak RSS, the page's MB, figures and left-out panels."""
+    shutil.rmtree(out, ignore_errors=True)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out)],
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"the report failed:\n{done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["code"]:
+        raise RuntimeError(f"the report exited {result['code']}:\n{done.stderr[-2000:]}")
+    page = (out / "report.html").read_text()
+    undrawn = [int(n) for n in re.findall(r"(\d+) of the \d+ settings \(panels\) are not "
+                                          r"drawn", page)]
+    return {"seconds": wall, "rss_gb": result["rss_gb"],
+            "page_mb": (out / "report.html").stat().st_size / 1e6,
+            "figures": len(list(out.glob("*.png"))), "undrawn": sum(undrawn)}
+
+
+def extrapolate(rows: list[dict], target: int = 10**6) -> dict | None:
+    """Each measure at ``target`` trials along the line through the two largest sizes."""
+    if len(rows) < 2:
+        return None
+    a, b = rows[-2], rows[-1]
+    scale = (target - b["trials"]) / (b["trials"] - a["trials"])
+    return {k: b[k] + scale * (b[k] - a[k]) for k in ("seconds", "rss_gb", "page_mb")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
+    p.add_argument("--root", type=Path, default=None, help="where the stores are written")
+    p.add_argument("--reuse", action="store_true", help="keep stores already under --root")
+    p.add_argument("--smoke", action="store_true", help="30 trials in a temporary folder")
+    args = p.parse_args(argv)
+    sizes = [30] if args.smoke else sorted(args.sizes)
+    temp = Path(tempfile.mkdtemp(prefix="report-bench-")) if args.root is None else None
+    root = args.root or temp
+    began = time.perf_counter()
+    rows = []
+    try:
+        for size in sizes:
+            written = prepare(root / f"n{size}", size, args.reuse)
+            if written is not None:
+                print(f"wrote {size} trials in {written:.1f} s", flush=True)
+            row = {"trials": size, **measure(root / f"n{size}", root / f"report{size}")}
+            print(f"  {size} trials: {row['seconds']:.1f} s, {row['rss_gb']:.2f} GB peak RSS, "
+                  f"page {row['page_mb']:.1f} MB, {row['figures']} figures, "
+                  f"{row['undrawn']} panels left out", flush=True)
+            rows.append(row)
+    finally:
+        if temp is not None:
+            shutil.rmtree(temp, ignore_errors=True)
+    print(common.table(["trials", "seconds", "peak RSS GB", "page MB", "figures",
+                        "panels left out"],
+                       [[r["trials"], r["seconds"], r["rss_gb"], r["page_mb"], r["figures"],
+                         r["undrawn"]] for r in rows]))
+    guess = extrapolate(rows)
+    if guess:
+        print(f"10^6 trials, extrapolated linearly from {rows[-2]['trials']} and "
+              f"{rows[-1]['trials']}: {guess['seconds']:.0f} s, {guess['rss_gb']:.1f} GB peak "
+              f"RSS, page {guess['page_mb']:.0f} MB")
+    print(f"({common.load_average()}; {time.perf_counter() - began:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
