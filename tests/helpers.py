@@ -1,5 +1,5 @@
 """Test helpers: tiny models saved like a user's, synthetic results stores, the command line
-run in-process, and a two-node Ray cluster on loopback. Fixtures are in ``conftest.py``."""
+run in-process, and Ray clusters of several nodes on loopback. Fixtures are in ``conftest.py``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -139,19 +140,30 @@ NODE_RESOURCES = ("rt_head", "rt_worker")
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
-def _node_flags(resource: str) -> list[str]:
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: every socket stays bound until all are chosen, so two
+    calls in a row cannot hand out the same port."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+
+
+_NODE_PORTS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
+               "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+               "--runtime-env-agent-port")
+
+
+def _node_flags(resource: str, ports: list[int]) -> list[str]:
     flags = ["--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
              "--resources", json.dumps({resource: 1}), "--disable-usage-stats",
              "--object-store-memory", str(100 * 2**20)]
-    for option in ("--node-manager-port", "--object-manager-port", "--metrics-export-port",
-                   "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-                   "--runtime-env-agent-port"):
-        flags += [option, str(free_port())]
+    for option, port in zip(_NODE_PORTS, ports, strict=True):
+        flags += [option, str(port)]
     return flags
 
 
@@ -172,19 +184,45 @@ def stop(proc: subprocess.Popen) -> None:
         proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(30)
+    kill_node(proc)
+
+
+def kill_node(proc: subprocess.Popen) -> None:
+    """SIGKILL a node started by ``ray_cluster``: its raylet, GCS (the head's) and workers,
+    as when a machine dies."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)  # the group is this node's own (start_new_session)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(10)
 
 
+@dataclass
+class RayNodes:
+    address: str
+    head: subprocess.Popen
+    workers: list[subprocess.Popen]
+    logs: Path
+
+
+def _node_count(address: str) -> int:
+    out = subprocess.run([RAY, "status", "--address", address], capture_output=True,
+                         text=True, timeout=60,
+                         env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    active = out.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0]
+    return sum(1 for ln in active.splitlines() if "node_" in ln)
+
+
 @contextlib.contextmanager
-def two_node_cluster(timeout: float = 120) -> Iterator[str]:
-    """Yield the address (``127.0.0.1:port``) of a head plus one worker node."""
+def ray_cluster(workers: int = 1, timeout: float = 120) -> Iterator[RayNodes]:
+    """A head plus ``workers`` worker nodes, each its own ``ray start`` on loopback with one
+    CPU and a resource of its own (``NODE_RESOURCES``: ``rt_head``, ``rt_worker``,
+    ``rt_worker2``...); workers start one after another, each once the previous one has
+    joined (two joining at once can stall one of them)."""
     temp = Path(tempfile.mkdtemp(prefix="rt-ray-", dir="/tmp"))  # short: socket path limit
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
-    port = free_port()
+    ports = free_ports(2 + len(_NODE_PORTS) * (1 + workers))
+    port, dashboard, ports = ports[0], ports[1], ports[2:]
     procs: list[subprocess.Popen] = []
 
     def start(args: list[str], log: Path) -> subprocess.Popen:
@@ -194,19 +232,41 @@ def two_node_cluster(timeout: float = 120) -> Iterator[str]:
         procs.append(proc)
         return proc
 
+    def node_ports(i: int) -> list[int]:
+        return ports[i * len(_NODE_PORTS):(i + 1) * len(_NODE_PORTS)]
+
     try:
         head = start(["--head", "--port", str(port), "--temp-dir", str(temp),
-                      "--include-dashboard", "false", "--dashboard-port", str(free_port()),
-                      *_node_flags(NODE_RESOURCES[0])],
+                      "--include-dashboard", "false", "--dashboard-port", str(dashboard),
+                      *_node_flags(NODE_RESOURCES[0], node_ports(0))],
                      temp / "head.log")
         _wait_for_port(port, head, temp / "head.log", timeout)
-        start(["--address", f"127.0.0.1:{port}", *_node_flags(NODE_RESOURCES[1])],
-              temp / "worker.log")
-        yield f"127.0.0.1:{port}"
+        address = f"127.0.0.1:{port}"
+        started = []
+        for i in range(workers):
+            resource = NODE_RESOURCES[1] + (str(i + 1) if i else "")
+            started.append(start(["--address", address,
+                                  *_node_flags(resource, node_ports(i + 1))],
+                                 temp / f"worker{i + 1}.log"))
+            if workers > 1:
+                deadline = time.monotonic() + timeout
+                while _node_count(address) < i + 2:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"worker {i + 1} did not join:\n"
+                                           + (temp / f"worker{i + 1}.log").read_text())
+                    time.sleep(0.5)
+        yield RayNodes(address, head, started, temp)
     finally:
         for proc in reversed(procs):
             stop(proc)
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def two_node_cluster(timeout: float = 120) -> Iterator[str]:
+    """Yield the address (``127.0.0.1:port``) of a head plus one worker node."""
+    with ray_cluster(1, timeout) as nodes:
+        yield nodes.address
 
 
 # Tiny random configs of every supported architecture (3 blocks, hidden 32, 4 heads, BERT's

@@ -7,7 +7,7 @@ a cluster that no longer runs falls back to a local instance with a log line ins
 failing. ``check_resources`` compares what a trial asks for with every node the cluster has,
 or can start: an autoscaling cluster may have no GPU until its GPU worker type scales up;
 ``check_memory`` does the same for a trial's estimated peak memory against Ray's ``memory``
-resource of each node.
+resource of each node. ``HeadWatch`` notices a head node that is gone while a sweep runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ import os
 import socket
 import sys
 import tempfile
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +306,38 @@ def warn_if_storage_is_local(storage: str, alive: list[NodeResources],
             "--storage %s is a local path on a multi-node cluster: checkpoints of long trials "
             "need storage every node reads (an NFS mount, or s3://... / gs://...)", storage
         )
+
+
+class HeadWatch:
+    """Calls ``on_lost`` (from a thread) once the head node's GCS port has refused
+    connections for ``grace_s``. Without a head, Ray ends the driver from its C++ side ~60 s
+    later (``RAY_gcs_rpc_server_reconnect_timeout_s``) with only its own message; noticing
+    first lets the command print its summary and exit. ``grace_s`` rides out a port that
+    blinks; a head restarted by GCS fault tolerance answers again within it."""
+
+    def __init__(self, on_lost: Callable[[str], None], grace_s: float = 20.0,
+                 every_s: float = 2.0):
+        import ray
+
+        self.address = ray.get_runtime_context().gcs_address
+        self.on_lost = on_lost
+        self.grace_s = grace_s
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="reinit-tune-head-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        lost_since: float | None = None
+        while not self._stop.wait(self.every_s):
+            if answers(self.address, timeout_s=self.every_s):
+                lost_since = None
+                continue
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since >= self.grace_s:
+                self.on_lost(self.address)
+                return
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -163,6 +163,12 @@ def _chain(error: BaseException | None):
         error = error.__cause__ or error.__context__
 
 
+# How Ray's memory monitor words a kill, and what a trial it killed is stored with
+KILLED_TEXT = "running low on memory"
+KILLED = ("killed by Ray's memory monitor: its node ran low on memory. Lower --batch-size or "
+          "--max-seq-length, or give each trial more memory (fewer trials per node)")
+
+
 def is_memory_kill(error: BaseException) -> bool:
     """Whether ``error`` (or what caused it) is Ray's memory monitor killing a worker: its
     ``OutOfMemoryError``, or the ``RuntimeError`` ``tuner.fit()`` wraps it in."""
@@ -170,7 +176,7 @@ def is_memory_kill(error: BaseException) -> bool:
         from ray.exceptions import OutOfMemoryError
     except ImportError:  # pragma: no cover - Ray is a dependency
         return False
-    return any(isinstance(e, OutOfMemoryError) or "running low on memory" in str(e)
+    return any(isinstance(e, OutOfMemoryError) or KILLED_TEXT in str(e)
                for e in _chain(error))
 
 

@@ -135,6 +135,9 @@ class StoreWriter(tune.Callback):
         self.halt: str | None = None  # why the sweep must stop, once it must
         self.claims = claim_context  # released once a trial is stored or stops
         self.skips: dict[str, str] = {}  # trial_id -> why another driver has it
+        # trial ids this run is done with (stored, or left to another driver): what a
+        # restarted or next chunk of the sweep must not run again
+        self.settled: set[str] = set()
 
     def members(self, trial) -> list[str]:
         """Our trial ids of what a Tune trial runs: a pack's members, else the trial."""
@@ -158,6 +161,10 @@ class StoreWriter(tune.Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.summary.retries += 1
+        # one line instead of Tune's traceback (TUNE_PRINT_ALL_TRIAL_ERRORS=0 in ``launch``)
+        log.warning("trial %s failed on its worker (%s); Tune runs it again (retry %d of "
+                    "--max-failures)", tune_trial_name(trial),
+                    _error_text(trial).splitlines()[-1][:200], trial.num_failures)
 
     def _write(self, trial, status: str, error: str | None, attempts: int,
                trial_id: str | None = None) -> None:
@@ -182,6 +189,7 @@ class StoreWriter(tune.Callback):
             log.error("%s", self.halt)
             return
         self._release(config.trial_id)
+        self.settled.add(config.trial_id)
         if status == "ok":
             self.summary.ok += 1
             self.summary.examples_per_s.append(row["train_examples_per_s"])
@@ -218,6 +226,7 @@ class StoreWriter(tune.Callback):
     def _complete(self, trial, trial_id: str, attempts: int) -> None:
         if (why := self.skips.pop(trial_id, None)) is not None:
             self.summary.elsewhere[why] += 1
+            self.settled.add(trial_id)
             if self.progress is not None:
                 self.progress.trial_stopped(trial_id)
             return
@@ -269,7 +278,10 @@ def _drop_checkpoint(trial) -> None:
 def _error_text(trial) -> str:
     path = getattr(trial, "error_file", None)
     if path and os.path.exists(path):
-        lines = [ln for ln in Path(path).read_text().splitlines() if ln.strip()]
+        text = Path(path).read_text()
+        if memory.KILLED_TEXT in text:  # Ray's message runs on with a table of processes
+            return memory.KILLED
+        lines = [ln for ln in text.splitlines() if ln.strip()]
         # The exception line is last; keep a little context for debugging.
         return "\n".join(lines[-3:])
     return "trial failed (no error file)"
@@ -442,40 +454,61 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
                          claim_context=claim_context)
     # its own folder per driver: two drivers started in one second must not share one
     run_name = f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}-{claim_context.owner.token[:6]}"
-    tuner = tune.Tuner(
-        trainable,
-        tune_config=tune.TuneConfig(search_alg=TrialList(grid), num_samples=len(grid),
-                                    reuse_actors=True, trial_name_creator=tune_trial_name,
-                                    trial_dirname_creator=tune_trial_dirname),
-        run_config=tune.RunConfig(
-            name=run_name,
-            storage_path=plan.storage,
-            failure_config=tune.FailureConfig(max_failures=options.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-            callbacks=[writer, *loggers.callbacks(options.loggers, plan.name),
-                       *options.callbacks],
-            stop=HaltStopper(writer),
-            verbose=1 if options.verbose else 0,
-        ),
-    )
+
+    def tuner(chunk: list[str], part: int) -> tune.Tuner:
+        return tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(search_alg=TrialList({pid: grid[pid] for pid in chunk}),
+                                        num_samples=len(chunk), reuse_actors=True,
+                                        trial_name_creator=tune_trial_name,
+                                        trial_dirname_creator=tune_trial_dirname),
+            run_config=tune.RunConfig(
+                name=run_name if part == 0 else f"{run_name}-part{part + 1}",
+                storage_path=plan.storage,
+                failure_config=tune.FailureConfig(max_failures=options.max_failures),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                callbacks=[writer, *loggers.callbacks(options.loggers, plan.name),
+                           *options.callbacks],
+                stop=HaltStopper(writer),
+                verbose=1 if options.verbose else 0,
+            ),
+        )
+
     # Tune's newer console output prints an experiment box and, with TensorBoard logging, a
     # hint naming a temporary staging folder even at verbose 0; its classic reporter prints
     # nothing there, which leaves our one line per trial (--verbose: Tune's table)
     os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if options.verbose else "0"
+    # a trial whose worker fails gets one line from ``StoreWriter`` instead of a traceback;
+    # the whole error stays in the trial's error.txt in Tune's folder
+    os.environ["TUNE_PRINT_ALL_TRIAL_ERRORS"] = "1" if options.verbose else "0"
     # Tune queues 1 trial ahead for a searcher (``TrialList``), pending_trials() for its own
     # variant generator; the searcher's trials are the same grid, so queue as for a grid
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(pending_trials()))
+    size = chunk_size(options.resources.cpus_per_trial, options.resources.gpus_per_trial)
     if "tensorboard" in options.loggers:
         log.info("TensorBoard: tensorboard --logdir %s/%s", str(plan.storage).rstrip("/"),
-                 run_name)
+                 run_name if len(grid) <= size else "")
     start = time.perf_counter()
+
+    def head_lost(address: str) -> None:
+        summary.wall_time_s = time.perf_counter() - start
+        summary.stopped = (
+            f"lost the Ray cluster's head node (its GCS at {address} stopped answering): the "
+            "sweep cannot go on. Restart the cluster, then rerun the same command: stored "
+            "trials are skipped")
+        print(summary, file=out or sys.stdout, flush=True)
+        sys.stderr.flush()
+        os._exit(1)  # Ray's threads would hold a normal exit until its own 60-s timeout
+
     heartbeat = claims.Heartbeat(claim_context)
+    watch = cluster.HeadWatch(head_lost)
     try:
-        tuner.fit()
+        fit_in_chunks(tuner, packs, list(grid), size, writer, summary, options.max_failures)
     finally:
+        watch.stop()
         heartbeat.stop()
     summary.wall_time_s = time.perf_counter() - start
-    summary.stopped = writer.halt
+    summary.stopped = writer.halt or summary.stopped
     try:  # past store.COMPACT_AFTER_FILES per-trial files: every later read stays fast
         store.compact_if_many(plan.results_dir)
     except OSError as e:  # the rows are safe in their per-trial files; compact later
@@ -486,6 +519,68 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     summary.warnings = sanity.warnings(
         trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])
     return summary
+
+
+def chunk_size(cpus_per_trial: float, gpus_per_trial: float) -> int:
+    """Tune trials per ``Tuner.fit``: at least ``MIN_CHUNK_TRIALS``, and 20 rounds of the
+    cluster's trial slots, so the slots idle while a chunk drains are a few percent of it.
+    Tune's controller walks every trial it holds on each step, so one ``fit`` of 10^4 trials
+    costs 2.6x more driver time per trial than one of 100 (benchmarks/RESULTS.md, "the sweep
+    driver at scale"); chunks of about 10^3 keep it at the 10^3 cost."""
+    import ray
+
+    resources = ray.cluster_resources()
+    slots = (resources.get("GPU", 0) / gpus_per_trial if gpus_per_trial > 0
+             else resources.get("CPU", 1) / cpus_per_trial)
+    return max(MIN_CHUNK_TRIALS, 20 * int(slots))
+
+
+MIN_CHUNK_TRIALS = 1000
+
+
+def fit_in_chunks(tuner, packs: dict[str, list[TrialConfig]], pending: list[str], size: int,
+                  writer: StoreWriter, summary: SweepSummary, max_failures: int) -> None:
+    """Run the Tune trials ``pending`` (grid ids) ``size`` at a time, one ``Tuner.fit`` each
+    (``tuner(chunk, part)`` builds it), until all are settled or the sweep stops.
+
+    A chunk that returns with trials unsettled was stopped (a halt, Ctrl+C, a signal): no
+    further chunk starts. Ray's memory monitor killing a worker, or a worker node dying,
+    ends ``fit`` itself (Tune's actor manager raises a RuntimeError for these instead of
+    failing the trial): an infrastructure failure, so the chunk's unsettled trials run again,
+    up to ``max_failures`` times in all, each counted as a retry."""
+    part = restarts = 0
+    while pending:
+        chunk, pending = pending[:size], pending[size:]
+        try:
+            tuner(chunk, part).fit()
+        except RuntimeError as e:
+            if not memory.is_lost_worker(e):
+                raise
+            what = ("killed by Ray's memory monitor (its node ran low on memory)"
+                    if memory.is_memory_kill(e) else "lost with its node")
+            if restarts >= max_failures:
+                summary.stopped = (
+                    f"stopped: a trial worker was {what} {restarts + 1} times (--max-failures "
+                    f"{max_failures}). Lower --batch-size or --max-seq-length, or give each "
+                    "trial more memory (fewer trials per node), then rerun the same command")
+                log.error("%s", summary.stopped)
+                return
+            restarts += 1
+            summary.retries += 1
+            log.warning("a trial worker was %s: running this part of the sweep's unfinished "
+                        "trials again (%d of --max-failures %d)", what, restarts, max_failures)
+            pending = [*_unsettled(chunk, packs, writer), *pending]
+            part += 1
+            continue
+        part += 1
+        if writer.halt or _unsettled(chunk, packs, writer):
+            return
+
+
+def _unsettled(chunk: list[str], packs: dict[str, list[TrialConfig]],
+               writer: StoreWriter) -> list[str]:
+    return [pid for pid in chunk
+            if any(c.trial_id not in writer.settled for c in packs[pid])]
 
 
 _SANITY_COLUMNS = ["trial_id", "status", "experiment", "task", "train_size", "train_fraction",
