@@ -843,6 +843,12 @@ def _compacted_keys(folder: Path, key: str) -> set[str]:
     return keys
 
 
+def stored_rows(results_dir: str | os.PathLike, trial_id: str) -> list[dict[str, Any]]:
+    """The stored trial rows of ``trial_id`` (one, or none), wherever they are: its own file
+    or a compacted one."""
+    return _rows_of(Path(results_dir), TRIALS, trial_id)
+
+
 def _rows_of(root: Path, name: str, value: str) -> list[dict[str, Any]]:
     """The stored rows of one trial (or pair) of a table, from its per-trial file or, once
     compacted, from the newest compacted file that holds it."""

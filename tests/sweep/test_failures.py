@@ -90,3 +90,21 @@ def test_a_store_that_cannot_be_written_stops_the_sweep(ray_local, tiny_bert, gl
     assert len(written) < len(configs)  # stopped instead of training everything
     assert not Path(tmp_path / "results" / "trials").exists() or not any(
         (tmp_path / "results" / "trials").glob("*.parquet"))
+
+
+def test_a_halted_chunk_starts_no_further_chunk(ray_local, tiny_bert, glue_dir, tmp_path,
+                                                monkeypatch):
+    """A large sweep runs as several ``Tuner.fit`` calls (``runner.chunk_size``); a halt in
+    one of them ends the sweep, it does not go on with the next chunk."""
+    monkeypatch.setattr(runner, "chunk_size", lambda *resources: 2)
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert, model)
+    configs = grid(str(model), "rte", str(glue_dir), ks=(0, 1, 2, 3, 4), seeds=2)
+    plan = make_plan(configs, RunOptions(results_dir=tmp_path / "results",
+                                         data_dir=str(glue_dir), max_failures=2))
+    (model / "model.safetensors").write_bytes(b"\0" * 64)  # every trial fails alike
+    summary = runner.launch(plan)
+    assert (summary.failed, summary.not_finished) == (2, len(configs) - 2)
+    assert summary.stopped and "failed, 2 of them with the same error" in summary.stopped
+    runs = [p for p in (tmp_path / "results" / "_tune").iterdir() if p.is_dir()]
+    assert len(runs) == 1  # one Tune run folder: the first chunk's
