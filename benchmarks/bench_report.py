@@ -31,12 +31,13 @@ from reinit_tune import store
 
 # The report in a fresh process; its own peak RSS, read as it exits.
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
+from benchmarks.common import peak_rss_bytes
 from reinit_tune import cli
 start = time.perf_counter()
 code = cli.main(["report", "--results", sys.argv[1], "--out", sys.argv[2]])
 print(json.dumps({"code": code, "seconds": time.perf_counter() - start,
-                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+                  "rss_gb": peak_rss_bytes() / 2**30}))
 """
 
 
@@ -57,7 +58,7 @@ def measure(root: Path, out: Path) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out)],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, cwd=common.REPO)
     wall = time.perf_counter() - start
     if done.returncode:
         raise RuntimeError(f"the report failed:\n{done.stderr[-2000:]}")

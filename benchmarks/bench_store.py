@@ -61,14 +61,15 @@ OPS = {
         ".to_table().to_pandas())"),
 }
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
+from benchmarks.common import peak_rss_bytes
 from reinit_tune import store
 root = sys.argv[1]
 start = time.perf_counter()
 {code}
 seconds = time.perf_counter() - start
 print(json.dumps({{"seconds": seconds, "n": n,
-                  "rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}}))
+                  "rss_gb": peak_rss_bytes() / 2**30}}))
 """
 
 
@@ -89,7 +90,8 @@ def measure(op: str, root: Path, cap_gb: float | None = None) -> dict:
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen([sys.executable, "-c", CHILD.format(code=OPS[op]),
-                                 str(root)], stdout=out, stderr=err, text=True)
+                                 str(root)], stdout=out, stderr=err, text=True,
+                                cwd=common.REPO)
         capped = False
         while proc.poll() is None:
             if cap_gb and _rss_gb(proc.pid) > cap_gb:

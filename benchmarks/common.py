@@ -25,6 +25,14 @@ def offline_defaults() -> None:
         os.environ["REINIT_TUNE_DATA"] = str(SHARED_GLUE)
 
 
+def peak_rss_bytes() -> int:
+    """This process's peak resident set (``VmHWM``). Not ``ru_maxrss``: Linux carries the
+    forking parent's peak into a child's ``ru_maxrss`` across exec, so a child started by a
+    big process (pytest, a benchmark holding a store) would report the parent's size."""
+    with open("/proc/self/status") as f:
+        return int(next(ln for ln in f if ln.startswith("VmHWM:")).split()[1]) * 1024
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
