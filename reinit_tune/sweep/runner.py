@@ -245,9 +245,14 @@ class StoreWriter(tune.Callback):
         self._write(trial, "ok", None, attempts, trial_id)
 
     def on_trial_error(self, iteration, trials, trial, **info):
-        # Tune counted this failure already: every attempt failed.
+        # Tune counted this failure already: every attempt failed. A pack member that
+        # another driver holds, or that reported its own failure (it diverged), keeps that
+        # outcome: writing Tune's error over it could replace another driver's ok row.
         for trial_id in self.members(trial):
-            self._write(trial, "error", _error_text(trial), trial.num_failures, trial_id)
+            if trial_id in self.skips or trial_id in self.failures:
+                self._complete(trial, trial_id, trial.num_failures)
+            else:
+                self._write(trial, "error", _error_text(trial), trial.num_failures, trial_id)
 
 
 class HaltStopper(tune.Stopper):

@@ -46,6 +46,7 @@ the optimizer holds. Packs do not checkpoint: a retried pack starts over.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -253,16 +254,19 @@ class StackedAdamW:
 
 
 def _evaluate_members(fused: FusedMembers, devs: dict[str, Encoded], task: str,
-                      device: torch.device, live: int) -> list[tuple[float, dict[str, float]]]:
+                      device: torch.device, live: int, bf16: bool
+                      ) -> list[tuple[float, dict[str, float]]]:
     """``finetune.evaluate`` of every member over every dev split, fused: (dev loss of the
-    first split, scores) per member."""
+    first split, scores) per member. With ``bf16`` the forward runs under autocast, as the
+    unpacked model's does (Accelerate wraps its forward for training and evaluation alike)."""
     spec = get_task(task)
     losses: list[list[float]] = [[] for _ in range(live)]
     scores: list[dict[str, float]] = [{} for _ in range(live)]
     for split, dev in devs.items():
         batches = eval_batches(dev.lengths, eval_batch_size(device.type))
         outputs, loss_sum = [], torch.zeros(live, device=device)
-        with torch.no_grad():
+        with torch.no_grad(), (torch.autocast(device.type, dtype=torch.bfloat16) if bf16
+                               else contextlib.nullcontext()):
             for idx in batches:
                 batch = {k: v.to(device, non_blocking=True) for k, v in dev.collate(idx).items()}
                 loss, logits = fused(batch, train=False)
@@ -369,7 +373,8 @@ def train_pack(
         if not live:
             break
         if every_epoch or epoch == opt.epochs:
-            evaluated = _evaluate_members(fused, devs, task, device, len(live))
+            evaluated = _evaluate_members(fused, devs, task, device, len(live),
+                                          bf16=autocast is not None)
         else:
             evaluated = [(math.nan, {})] * len(live)
         eval_time = (time.perf_counter() - start) / len(live)

@@ -190,8 +190,42 @@ def test_a_pack_of_mixed_surgeries_stores_what_its_trials_apart_do(ray_local, ti
                                                 max_failures=0, pack_size=size,
                                                 evaluate="every-epoch"))
         assert (summary.ok, summary.failed) == (4, 0)
+        tune_trials = [p for p in (results / "_tune").glob("*/*") if p.is_dir()]
+        assert len(tune_trials) == (1 if size == 4 else 4)  # really packed, really apart
         stored[size] = store.load_epochs(results).set_index(["trial_id", "epoch"]).sort_index()
     packed, apart = stored[4], stored[1]
     assert list(packed.index) == list(apart.index) and len(packed) == 8
     for column in ("train_loss", "eval_loss", "eval_accuracy"):
         assert (packed[column] - apart[column]).abs().max() < 1e-5, column
+
+
+def test_a_failed_pack_keeps_each_members_own_outcome(tmp_path):
+    """Tune's error for a pack whose every attempt failed is written only for the members
+    that have no outcome of their own: a member another driver holds is left to it (writing
+    an error row would replace that driver's ok row) and a member that diverged keeps its
+    divergence message."""
+    from types import SimpleNamespace
+
+    from reinit_tune import store
+    from reinit_tune.sweep import claims
+    from reinit_tune.sweep.runner import StoreWriter, SweepSummary
+
+    base = TrialConfig("tiny", "rte", train_size=16, epochs=1)
+    held, diverged, plain = (base.replace(reinit_layers=(k,)) for k in (0, 1, 2))
+    configs = {c.trial_id: c for c in (held, diverged, plain)}
+    summary = SweepSummary("pack", tmp_path, total=3)
+    writer = StoreWriter(tmp_path, configs, summary, {"tiny": 4},
+                         packs={"p": list(configs)})
+    trial = SimpleNamespace(config={"trial": {"trial_id": "p"}}, num_failures=2,
+                            error_file=None, checkpoint=None)
+    writer.on_trial_result(0, [], trial, {claims.SKIPPED: "being trained by another driver",
+                                          "epoch": 0, packs.MEMBER: held.trial_id})
+    writer.on_trial_result(0, [], trial, {"failed": "diverged: the training loss is nan",
+                                          "epoch": -1, packs.MEMBER: diverged.trial_id})
+    writer.on_trial_error(0, [], trial)
+    rows = store.load_trials(tmp_path).set_index("trial_id")
+    assert set(rows.index) == {diverged.trial_id, plain.trial_id}  # nothing for the held one
+    assert rows.loc[diverged.trial_id, "error"] == "diverged: the training loss is nan"
+    assert rows.loc[plain.trial_id, "error"] == "trial failed (no error file)"
+    assert summary.elsewhere == {"being trained by another driver": 1}
+    assert summary.failed == 2 and summary.not_finished == 0

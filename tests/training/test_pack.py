@@ -163,3 +163,25 @@ def test_a_bf16_pack_autocasts_as_the_loop_does(members, split):
         for got, ref in zip(outcome.results, want, strict=True):
             assert got.train_loss == pytest.approx(ref.train_loss, abs=1e-3)
             assert got.eval_loss == pytest.approx(ref.eval_loss, abs=1e-3)
+
+
+def test_a_bf16_pack_evaluates_under_autocast_as_the_loop_does(members, split, monkeypatch):
+    """The unpacked model's forward is wrapped in bf16 autocast by Accelerate for evaluation
+    too; a pack's fused evaluation must run the same way, or its bf16 dev scores would be
+    fp32 ones."""
+    train, devs = split
+    seen: list[tuple[bool, bool]] = []
+    real = pack.FusedMembers.__call__
+
+    def spy(self, batch, train):
+        seen.append((train, torch.is_autocast_enabled("cpu")))
+        return real(self, batch, train)
+
+    monkeypatch.setattr(pack.FusedMembers, "__call__", spy)
+    for precision in ("bf16", "fp32"):
+        seen.clear()
+        configs = [c.replace(precision=precision, epochs=1) for c in members[:2]]
+        train_pack([build_model(c) for c in configs], configs, train, devs, use_gpu=False)
+        evaluation = {on for is_train, on in seen if not is_train}
+        training = {on for is_train, on in seen if is_train}
+        assert evaluation == training == {precision == "bf16"}, precision
