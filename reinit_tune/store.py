@@ -33,6 +33,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.dataset as ds
@@ -729,8 +730,13 @@ def _read_files(con, files: list[str], name: str, columns: list[str],
     key, schema = _TABLES[name]
     wanted = list(dict.fromkeys([key, *(["status", "reinit_heads", "versions"]
                                         if name == TRIALS else []), *columns]))
-    if "train_fraction" in wanted and "train_size" not in wanted:
-        wanted.append("train_size")  # the pre-0.3 float column holds fractions too
+    # The pre-0.3 float train_size held counts and fractions; its files lack
+    # train_fraction, so asking for both sends them to the schema groups, where ``_conform``
+    # splits it. Asking one read for train_size alone would let DuckDB cast an old 0.5 to
+    # the current int column's 0.
+    sizes = ("train_size", "train_fraction")
+    if any(c in wanted for c in sizes):
+        wanted += [c for c in sizes if c not in wanted]
     target = pa.schema([schema.field(c) for c in wanted]
                        + [pa.field(_FILENAME, pa.string())])
     def read(chunk: list[str], present: list[str]) -> pa.Table:
@@ -790,8 +796,6 @@ def _read_table(folder: Path, name: str, columns: list[str] | None = None,
     rows win over a compacted file's rows of the same key (the per-trial file is either
     being compacted right now, or a later attempt written since), and a newer compacted file
     wins over an older one."""
-    import pyarrow.compute as pc
-
     key, schema = _TABLES[name]
     if columns is None:
         columns = list(schema.names)
@@ -814,18 +818,31 @@ def _read_table(folder: Path, name: str, columns: list[str] | None = None,
         problems.unreadable += found.unreadable
         problems.foreign += found.foreign
         problems.malformed += found.malformed
-    seen: pa.Array = pa.array([], pa.string())
-    kept = []
-    for part in parts:
-        if len(seen):
-            part = part.filter(pc.invert(pc.is_in(part[key], value_set=seen)))
-        kept.append(part)
-        seen = pa.concat_arrays([seen, pc.unique(part[key])])
     target = pa.schema([schema.field(c) for c in columns])
-    if not kept:
+    if not parts:
         return target.empty_table()
-    table = pa.concat_tables(kept).sort_by([(key, "ascending")])
-    return table.select(columns).cast(target)
+    return _first_wins(parts, key).select(columns).cast(target)
+
+
+def _first_wins(parts: list[pa.Table], key: str) -> pa.Table:
+    """Every row of ``parts`` (in precedence order) whose key no earlier part holds, sorted
+    by key (stable: a key's rows keep their order). Column-wise, whatever the number of
+    parts: sort by (key, part), then keep the rows of each key's first part."""
+    import pyarrow.compute as pc
+
+    table = pa.concat_tables(parts)
+    if len(parts) > 1 and len(table):
+        rank = np.concatenate([np.full(len(p), i, np.int32) for i, p in enumerate(parts)])
+        order = pc.sort_indices(pa.table({"k": table[key], "r": rank}),
+                                sort_keys=[("k", "ascending"), ("r", "ascending")])
+        table = table.take(order)
+        keys = table[key].combine_chunks()
+        ranks = rank[order.to_numpy()]
+        starts = np.ones(len(table), bool)
+        starts[1:] = pc.not_equal(keys[1:], keys[:-1]).to_numpy(zero_copy_only=False)
+        group = np.cumsum(starts) - 1
+        return table.filter(pa.array(ranks == ranks[starts][group]))
+    return table.sort_by([(key, "ascending")])
 
 
 def trial_columns(payload: bool = False) -> list[str]:
@@ -843,13 +860,27 @@ def _compacted_keys(folder: Path, key: str) -> set[str]:
     return keys
 
 
-def stored_rows(results_dir: str | os.PathLike, trial_id: str) -> list[dict[str, Any]]:
+# How far the clocks of two hosts sharing a store may disagree (``stored_rows``' filter).
+CLOCK_SKEW_S = 300.0
+
+
+def stored_rows(results_dir: str | os.PathLike, trial_id: str,
+                written_after: float | None = None) -> list[dict[str, Any]]:
     """The stored trial rows of ``trial_id`` (one, or none), wherever they are: its own file
-    or a compacted one."""
-    return _rows_of(Path(results_dir), TRIALS, trial_id)
+    or a compacted one. With ``written_after`` (a Unix time), compacted files made before
+    then (less ``CLOCK_SKEW_S``) are not searched: they cannot hold a row written later, and
+    searching each of them costs a scan of its trial ids on every call."""
+    return _rows_of(Path(results_dir), TRIALS, trial_id, written_after)
 
 
-def _rows_of(root: Path, name: str, value: str) -> list[dict[str, Any]]:
+def _compacted_at(path: str) -> float:
+    """When a compacted file was made (Unix seconds), from the stamp in its name."""
+    stamp = Path(path).name[len(COMPACTED_PREFIX):].split("-")[0]
+    return int(stamp) / 1e9 if stamp.isdigit() else math.inf
+
+
+def _rows_of(root: Path, name: str, value: str,
+             written_after: float | None = None) -> list[dict[str, Any]]:
     """The stored rows of one trial (or pair) of a table, from its per-trial file or, once
     compacted, from the newest compacted file that holds it."""
     key, schema = _TABLES[name]
@@ -860,6 +891,9 @@ def _rows_of(root: Path, name: str, value: str) -> list[dict[str, Any]]:
             return [] if table is None else table.to_pylist()
         # gone between the two looks: a compaction merged it; read it from there
     _, compacted = _listing(root / name)
+    if written_after is not None:
+        compacted = [f for f in compacted
+                     if _compacted_at(f) >= written_after - CLOCK_SKEW_S]
     for f in reversed(compacted):
         with contextlib.suppress(OSError, pa.ArrowException):
             rows = ds.dataset(f, schema=schema, format="parquet").to_table(
@@ -1016,9 +1050,8 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(_TAB
         for name in tables:
             key, schema = _TABLES[name]
             small, _ = _listing(root / name)
-            if len(small) < min_files:
-                continue
-            for start in range(0, len(small), batch_files):
+            for start in range(0, len(small) if len(small) >= min_files else 0,
+                               batch_files):
                 batch = small[start:start + batch_files]
                 stamp = time.time_ns()
                 before = {f: _identity(f) for f in batch}
@@ -1046,7 +1079,58 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(_TAB
                         with contextlib.suppress(FileNotFoundError):
                             os.unlink(f)
                 merged[name] += len(done)
+            _merge_compacted(con, root, name)
     return merged
+
+
+# Past this many compacted files in a table, ``compact`` merges the newest of them (below).
+MERGE_COMPACTED_AFTER = 8
+
+
+def _merge_compacted(con, root: Path, name: str) -> int:
+    """Merge a table's newest compacted files into one when it has more than
+    ``MERGE_COMPACTED_AFTER``; return how many were merged.
+
+    Every sweep past ``COMPACT_AFTER_FILES`` adds a compacted file; left alone, a store built
+    by hundreds of sweeps would be read file by file and keep every superseded row of a rerun
+    trial. The merged run is the newest files going back while the next older file is no
+    larger than twice what the run holds (size tiers, as a log-structured store merges):
+    files keep growing geometrically, so a table has about log2(rows) of them and no merge
+    rewrites the whole store each time. The run is the newest, so the merged file, stamped
+    now, takes its place in the precedence order (``_read_table``); within it a newer file's
+    rows win (``_first_wins``), so readers see exactly what they saw before. A kill before
+    the rename leaves a hidden temporary file; after it, rows in both the merged file and its
+    sources, where the merged (newer) one wins with the same rows. A table with an unreadable,
+    foreign or malformed compacted file is not merged: that file is left for ``check_store``
+    to report, and no row of it may be shadowed or lost."""
+    key, schema = _TABLES[name]
+    _, compacted = _listing(root / name)
+    if len(compacted) <= MERGE_COMPACTED_AFTER:
+        return 0
+    sizes = [os.path.getsize(f) for f in compacted]
+    run = [len(compacted) - 1]  # positions, newest first
+    while run[-1] > 0 and sizes[run[-1] - 1] <= 2 * sum(sizes[i] for i in run):
+        run.append(run[-1] - 1)
+    if len(run) < 2:
+        return 0
+    problems = _Problems()
+    try:
+        parts = [_read_files(con, [compacted[i]], name, list(schema.names), problems)
+                 for i in run]
+    except _Vanished:
+        return 0
+    if problems.unreadable or problems.foreign or problems.malformed:
+        log.warning("not merging the compacted %s files of %s: some cannot be read whole "
+                    "(reinit-tune store check names them)", name, root)
+        return 0
+    table = _first_wins(parts, key).select(schema.names).cast(schema)
+    path = root / name / f"{COMPACTED_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    _write_compacted(table, path)
+    for i in run:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(compacted[i])
+    log.info("merged %d compacted %s files of %s into %s", len(run), name, root, path.name)
+    return len(run)
 
 
 def _write_compacted(table: pa.Table, path: Path) -> None:

@@ -193,6 +193,29 @@ def test_rows_of_the_float_train_size_era_are_split_on_reading(tmp_path):
     assert store.finished_ids(tmp_path) == set(df["trial_id"])
 
 
+@pytest.mark.parametrize("old_name", ["0-old", "z-old"])  # sorted before and after
+def test_an_old_fraction_beside_new_rows_is_never_read_as_a_count(tmp_path, old_name):
+    """A store mixing float-era files with current ones, read for ``train_size`` alone: the
+    old 0.5 must not come out as the count 0 because a current file's int column came
+    first."""
+    import pyarrow as pa
+
+    write(tmp_path, TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, seed=0))
+    share = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=0.5, seed=1)
+    path = write(tmp_path, share)
+    table = pq.read_table(path).drop_columns(["train_size", "train_fraction"])
+    pq.write_table(table.append_column("train_size", pa.array([0.5])),
+                   path.with_name(f"{old_name}.parquet"))
+    path.unlink()
+    for columns in (["trial_id", "train_size"], ["trial_id", "train_fraction"], None):
+        df = store.load_trials(tmp_path, columns=columns).set_index("trial_id")
+        if "train_size" in df:
+            assert pd.isna(df.loc[share.trial_id, "train_size"]), columns
+            assert sorted(df["train_size"].dropna()) == [500], columns
+        if "train_fraction" in df:
+            assert df.loc[share.trial_id, "train_fraction"] == 0.5, columns
+
+
 def test_rows_record_the_data_they_saw_and_old_rows_read_as_full_data(tmp_path):
     config = TrialConfig(EMBEDDED_MODEL, "qnli", train_size=0.1, seed=0)
     seen = {"data_subset": True, "data_fingerprint": "ab" * 32,
@@ -401,6 +424,56 @@ def test_a_compaction_killed_at_any_step_loses_nothing(tmp_path, monkeypatch):
     store.compact(tmp_path)  # finishing the job later merges what is left
     _same(before, _everything(tmp_path))
     assert store.small_file_count(tmp_path) == 0
+
+
+def test_many_compactions_keep_few_files_and_every_trial_once(tmp_path, monkeypatch):
+    """Thirty sweeps, each compacting what it wrote, some rerunning a trial an earlier sweep
+    stored: compacted files are merged in size tiers, so a table keeps a handful of them,
+    every trial reads once with its latest row, and plain SQL no longer sees superseded
+    rows once they are merged away. A merge killed after its rename changes nothing."""
+    configs = [TrialConfig(EMBEDDED_MODEL, "rte", seed=s, train_size=100 + n)
+               for n in range(30) for s in (0, 1)]
+    for n in range(30):
+        write(tmp_path, configs[2 * n])
+        write(tmp_path, configs[2 * n + 1])
+        if n % 3 == 2:  # a rerun of a trial compacted sweeps ago: its new row must win
+            write(tmp_path, configs[n], status="error", epochs=1)
+        store.compact(tmp_path)
+        compacted = list((tmp_path / "trials").glob(f"{store.COMPACTED_PREFIX}*"))
+        assert len(compacted) <= store.MERGE_COMPACTED_AFTER + 1, n
+    df = store.load_trials(tmp_path).set_index("trial_id")
+    assert len(df) == 60
+    rerun = {configs[n].trial_id for n in range(2, 30, 3)}
+    assert set(df.index[df["status"] == "error"]) == rerun
+    assert len(store.load_epochs(tmp_path)) == 2 * 60 - len(rerun)
+    before = _everything(tmp_path)
+
+    class Killed(BaseException):
+        pass
+
+    for n in range(store.MERGE_COMPACTED_AFTER + 1):  # enough new files to merge again
+        write(tmp_path, TrialConfig(EMBEDDED_MODEL, "cola", seed=n))
+        store.compact(tmp_path, min_files=1)
+    before = _everything(tmp_path)
+    [(plain,)] = duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/trials/*.parquet'").fetchall()
+    write(tmp_path, TrialConfig(EMBEDDED_MODEL, "cola", seed=99))
+    real_unlink = os.unlink
+
+    def killed(path):
+        if store.COMPACTED_PREFIX in str(path):  # the merge's sources, after its rename
+            raise Killed
+        real_unlink(path)
+
+    monkeypatch.setattr(store.os, "unlink", killed)
+    with pytest.raises(Killed):
+        store.compact(tmp_path, min_files=1)
+    monkeypatch.setattr(store.os, "unlink", real_unlink)
+    after = _everything(tmp_path)
+    assert len(after[0]) == len(before[0]) + 1 and after[2] >= before[2]
+    store.compact(tmp_path)  # the next compaction folds the leftovers away
+    _same(after, _everything(tmp_path))
+    [(n_rows,)] = duckdb.sql(f"SELECT count(*) FROM '{tmp_path}/trials/*.parquet'").fetchall()
+    assert n_rows <= plain + 1 + len(rerun)
 
 
 def test_a_trial_rewritten_during_compaction_keeps_its_new_attempt(tmp_path, monkeypatch):

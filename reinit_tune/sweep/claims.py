@@ -216,7 +216,7 @@ def release_all(context: Context) -> None:
 def stored_since(context: Context, trial_id: str) -> bool:
     """Whether the store holds a row of ``trial_id`` written after this driver planned
     (by another driver: this one trains a trial once)."""
-    rows = store.stored_rows(context.results_dir, trial_id)
+    rows = store.stored_rows(context.results_dir, trial_id, written_after=context.since)
     return any(r.get("finished_at") is not None
                and r["finished_at"].timestamp() >= context.since for r in rows)
 

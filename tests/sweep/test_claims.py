@@ -141,6 +141,28 @@ def test_a_trial_stored_after_the_driver_planned_is_not_trained(tmp_path, tiny_b
     assert claims.begin(Context(str(tmp_path / "not-shared")), "t") is None
 
 
+def test_the_stored_check_reads_only_compacted_files_made_since_planning(tmp_path, tiny_bert):
+    """Another driver's row is found once compacted too; a compacted file made before this
+    driver planned is not searched (it cannot hold a later row, and searching every
+    compacted file at every trial start costs a scan of the store)."""
+    reports = [dict(epoch=1, train_loss=0.5, eval_loss=0.6, score=0.7, eval_accuracy=0.7,
+                    train_time_s=1.0, eval_time_s=1.0, train_examples=8, setup_time_s=0.1)]
+    old, new = (TrialConfig(model=tiny_bert, task="rte", seed=s) for s in (1, 2))
+    store.write_trial(tmp_path, store.trial_row(old, reports, num_layers=4, status="ok"), [])
+    store.compact(tmp_path, min_files=1)
+    [made] = (tmp_path / "trials").glob(f"{store.COMPACTED_PREFIX}*")
+    hour_ago = time.time_ns() - 3600 * 10**9
+    made.rename(made.with_name(f"{store.COMPACTED_PREFIX}{hour_ago:020d}-0000.parquet"))
+    planned = context(tmp_path)
+    time.sleep(0.01)
+    store.write_trial(tmp_path, store.trial_row(new, reports, num_layers=4, status="ok"), [])
+    store.compact(tmp_path, min_files=1)
+    assert store.small_file_count(tmp_path) == 0
+    assert claims.begin(planned, new.trial_id) == "stored by another driver"
+    assert store.stored_rows(tmp_path, old.trial_id)  # there, and found without the filter
+    assert store.stored_rows(tmp_path, old.trial_id, written_after=planned.since) == []
+
+
 # -- real sweeps --------------------------------------------------------------------------
 @pytest.mark.ray
 def test_two_drivers_started_at_once_train_each_trial_once(tiny_bert, glue_dir, tmp_path):
