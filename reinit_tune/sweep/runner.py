@@ -21,6 +21,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -67,6 +68,11 @@ class SweepSummary:
         return sum(self.errors.values())
 
     @property
+    def stored(self) -> int:
+        """Trials of this sweep's grid the store holds now (this run's and earlier ones)."""
+        return self.skipped + self.ok + self.failed + self.reused
+
+    @property
     def not_finished(self) -> int:
         return (self.total - self.skipped - self.ok - self.failed - self.reused
                 - sum(self.elsewhere.values()))
@@ -78,8 +84,8 @@ class SweepSummary:
             f"; {sum(self.examples_per_s) / len(self.examples_per_s):.1f} train examples/s per "
             "trial (mean)" if self.examples_per_s else ""
         )
-        rerun = ("\nrerun the same command to run the unfinished trials (stored ones are "
-                 "skipped)" if self.not_finished else "")
+        rerun = (f"\n{self.stored} stored, {self.not_finished} not finished; rerun the same "
+                 "command to resume (stored trials are skipped)" if self.not_finished else "")
         warned = "".join(f"\nwarning: {w}" for w in self.warnings)
         failures = "".join(f"\nfailed ({n} trial{'s' * (n > 1)}): {text}"
                            for text, n in self.errors.most_common(5))
@@ -363,6 +369,16 @@ def pending_trials() -> int:
     return max(200, int(ray.cluster_resources().get("CPU", 1.0) * 1.1))
 
 
+def named_trainable(function, name: str) -> type:
+    """Tune's class for a function trainable, named: the dashboard's Actors page lists a
+    trial worker by its class, which Tune calls ``ImplicitFunc`` for every function."""
+    from ray.tune.trainable.function_trainable import wrap_function
+
+    trainable = wrap_function(function)
+    trainable.__name__ = trainable.__qualname__ = name
+    return trainable
+
+
 def trial_id_of(trial) -> str | None:
     """Our trial id of a Tune trial (from its config; see ``TrialList``)."""
     return (trial.config.get("trial") or {}).get("trial_id")
@@ -442,13 +458,13 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
                                         use_gpu=options.resources.gpus_per_trial > 0,
                                         data_dir=plan.data_dir,
                                         similarity=runtime.similarity is not None)
-    trainable = tune.with_resources(
+    trainable = named_trainable(tune.with_resources(
         tune.with_parameters(run_trial, configs=todo, runtime=runtime, claims=claim_context)
         if pack_size == 1 else tune.with_parameters(run_pack, packs=packs, runtime=runtime,
                                                     claims=claim_context),
         memory.resources(options.resources.cpus_per_trial, options.resources.gpus_per_trial,
                          needs),
-    )
+    ), "ReinitTuneTrial" if pack_size == 1 else "ReinitTunePack")
     progress = None if options.verbose else Progress(trial_axes, cost.trial_estimates(
         list(todo.values()), plan.shapes, plan.data_dir,
         every_epoch=options.evaluate == "every-epoch"), out=out)
@@ -499,11 +515,15 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
         summary.wall_time_s = time.perf_counter() - start
         summary.stopped = (
             f"lost the Ray cluster's head node (its GCS at {address} stopped answering): the "
-            "sweep cannot go on. Restart the cluster, then rerun the same command: stored "
-            "trials are skipped")
+            "sweep cannot go on; restart the cluster first")
         print(summary, file=out or sys.stdout, flush=True)
         sys.stderr.flush()
-        os._exit(1)  # Ray's threads would hold a normal exit until its own 60-s timeout
+        # what is left of a local instance this command started goes with it; a shutdown
+        # that waits on the dead GCS is given a few seconds, not Ray's own 60-s timeout
+        stopping = threading.Thread(target=cluster.shutdown_ray, daemon=True)
+        stopping.start()
+        stopping.join(timeout=5)
+        os._exit(1)
 
     heartbeat = claims.Heartbeat(claim_context)
     watch = cluster.HeadWatch(head_lost)

@@ -89,7 +89,9 @@ def test_a_lost_head_ends_with_the_summary_and_the_rerun_resumes(tiny_bert, glue
         assert took < 60, (took, out[-3000:])
         assert "lost the Ray cluster's head node" in out, out[-3000:]
         assert f"{len(before)} ran ok" in out and "not finished" in out, out[-3000:]
-        assert "rerun the same command" in out
+        assert (f"{len(before)} stored, {6 - len(before)} not finished; rerun the same "
+                "command to resume") in out, out[-3000:]
+        assert out.count("rerun the same command") == 1, out[-3000:]
         assert "Traceback" not in driver_lines(out), out[-4000:]
         assert 0 < len(before) < 6
         with ray_cluster(workers=1) as nodes:  # a fresh cluster; the same command

@@ -195,6 +195,11 @@ def test_a_pack_of_mixed_surgeries_stores_what_its_trials_apart_do(ray_local, ti
         stored[size] = store.load_epochs(results).set_index(["trial_id", "epoch"]).sort_index()
     packed, apart = stored[4], stored[1]
     assert list(packed.index) == list(apart.index) and len(packed) == 8
+    import ray._private.state
+
+    # the dashboard's Actors page names trial workers by class: ours, not Tune's ImplicitFunc
+    classes = {a["ActorClassName"] for a in ray._private.state.actors().values()}
+    assert {"ReinitTuneTrial", "ReinitTunePack"} <= classes, classes
     for column in ("train_loss", "eval_loss", "eval_accuracy"):
         assert (packed[column] - apart[column]).abs().max() < 1e-5, column
 
