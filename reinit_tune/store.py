@@ -390,6 +390,14 @@ def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:
     return sorted(bad)
 
 
+def malformed_rows(results_dir: str | os.PathLike) -> list[tuple[Path, str, str]]:
+    """Trial rows every reader skips as malformed: (file, trial id, why). Reads only the
+    columns the checks need (``_malformed_mask``)."""
+    problems = _Problems()
+    _read_table(Path(results_dir) / TRIALS, TRIALS, ["trial_id"], problems)
+    return problems.malformed
+
+
 def ran_on_subset(row: Any) -> bool:
     """Whether a stored trial row trained on fewer examples than its size asks of the official
     split (its train file was a subset; ``--allow-subset``). Rows of stores written before

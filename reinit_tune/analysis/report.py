@@ -299,7 +299,8 @@ def _degenerate_html(data: frames.Store) -> str:
 
 
 def render(sections_: list[Section], data: frames.Store, results_dir: Path,
-           unreadable: list[Path] | None = None, only: list[str] | None = None) -> str:
+           unreadable: list[Path] | None = None, only: list[str] | None = None,
+           malformed: list[tuple[Path, str, str]] | None = None) -> str:
     global _table_ids
     _table_ids = itertools.count()  # the same store gives the same page
     trials = data.trials
@@ -324,6 +325,14 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
         parts.append("<p class='warn'><b>Skipped files that cannot be read</b> (a disk fault "
                      "or a foreign file; delete or restore them): " + ", ".join(
                          html.escape(str(p)) for p in unreadable) + "</p>")
+    if malformed:
+        shown = "".join(f"<li>{html.escape(key or '(no id)')} in {html.escape(str(path))}: "
+                        f"{html.escape(why)}</li>" for path, key, why in malformed[:20])
+        more = f"<li>and {len(malformed) - 20} more</li>" if len(malformed) > 20 else ""
+        parts.append(f"<div class='warn'><b>Skipped {len(malformed)} malformed trial "
+                     f"row{'s' * (len(malformed) > 1)}</b> (no reader uses them; "
+                     "<code>reinit-tune store check</code> lists them all):"
+                     f"<ul>{shown}{more}</ul></div>")
     parts.append(_degenerate_html(data))
     present = data.experiments
     absent = [e for e in experiments() if e not in present]
@@ -393,9 +402,13 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
     page = out / "report.html"
     out.mkdir(parents=True, exist_ok=True)
     unreadable = store.unreadable_files(results)
-    page.write_text(render(built, data, results.resolve(), unreadable, only))
+    malformed = store.malformed_rows(results)
+    page.write_text(render(built, data, results.resolve(), unreadable, only, malformed))
     for path in unreadable:
         print(f"warning: skipped unreadable results file {path}", file=sys.stderr)
+    if malformed:
+        print(f"warning: skipped {len(malformed)} malformed trial rows (reinit-tune store "
+              "check lists them)", file=sys.stderr)
     for line in sanity.warnings(data.trials, groups=data.degenerate):
         print(f"warning: {line}", file=sys.stderr)
     for s in built:

@@ -143,6 +143,32 @@ def test_an_unreadable_file_is_skipped_with_a_warning_that_names_it(tmp_path, ca
     assert "id='progressive'" in page  # the good row is still drawn
 
 
+def test_malformed_rows_are_skipped_and_named_and_the_report_renders(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    synth = SyntheticStore(tmp_path / "results")
+    good = [synth.add("progressive", "sst2", 0.7, seed=s) for s in range(2)]
+    bad_versions = synth.add("progressive", "sst2", 0.6, seed=5)
+    bad_heads = synth.add("heads", "sst2", 0.6, reinit_heads=((0, 3),))
+    for trial_id, column, value in ((bad_versions, "versions", "not json {"),
+                                    (bad_heads, "reinit_heads", [[0, 3, 7]])):
+        path = tmp_path / "results" / "trials" / f"{trial_id}.parquet"
+        table = pq.read_table(path)
+        index = table.schema.get_field_index(column)
+        pq.write_table(table.set_column(index, table.schema.field(column),
+                                        pa.array([value], table.schema.field(column).type)),
+                       path)
+    assert sorted(store.load_trials(tmp_path / "results")["trial_id"]) == sorted(good)
+    code, out = cli(capsys, "report", "--results", str(tmp_path / "results"))
+    assert code == 0, out
+    page = (tmp_path / "results" / "report" / "report.html").read_text()
+    assert "Skipped 2 malformed trial rows" in page
+    assert bad_versions in page and "versions is not a JSON object" in page
+    assert bad_heads in page and "not a (layer, head) pair" in page
+    assert "id='progressive'" in page  # the good rows are drawn
+
+
 def test_the_report_warns_about_results_at_the_majority_rate(tmp_path, capsys):
     synth = SyntheticStore(tmp_path / "results")
     for k in (0, 6):
