@@ -5,9 +5,9 @@ Tune's ``Tuner.fit`` on a local Ray instance, the ``StoreWriter`` callback writi
 the Parquet store, the ``Progress`` line with its ETA, the ``HaltStopper``, the post-fit
 compaction and sanity read) with a near-empty trial body, so what is measured is the driver's
 own cost per trial, not training. The trial body is swapped in by this benchmark only: it
-replaces ``runner.run_trial`` (the module attribute ``launch`` hands to ``tune.with_parameters``)
+replaces ``launch.run_trial`` (the module attribute ``launch`` hands to ``tune.with_parameters``)
 for the duration of the run; no user flag or option reaches it. The stand-in reports every
-epoch with the fields a real trial reports (``trial.epoch_report`` plus provenance), so the
+epoch with the outcome a real trial reports (``trial.epoch_outcome`` plus provenance), so the
 store writer writes real trial and epoch rows.
 
 Per size: driver wall seconds per trial (``run_sweep`` from plan to summary, Ray start
@@ -25,6 +25,7 @@ two largest sizes (a power law through them).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import resource
 import sys
@@ -43,23 +44,25 @@ def empty_trial(params: dict[str, Any], configs: dict, runtime: Any,
     one report per epoch carrying what a real trial's report carries."""
     from ray import tune
 
-    from reinit_tune.sweep.claims import SKIPPED, begin
+    from reinit_tune.outcome import EpochRecord, Status, TrialOutcome
+    from reinit_tune.sweep.claims import begin
 
     config = configs[params["trial"]["trial_id"]]
     if (why := begin(claims, config.trial_id)) is not None:
-        tune.report({SKIPPED: why, "epoch": 0})
+        tune.report(TrialOutcome(config.trial_id, Status.SKIPPED, error=why).tune_metrics())
         return
     metric = config.task_spec.primary
+    score = 0.5 + 0.01 * (config.seed % 7)
+    base = TrialOutcome(
+        config.trial_id, num_layers=6, setup_time_s=0.001, data_subset=False,
+        data_fingerprint="bench", data_source="bench", majority_score=0.47, chance_score=None,
+        resumed_from_epoch=0, node_id="bench", hostname="bench", versions="{}")
     for epoch in range(1, config.epochs + 1):
-        tune.report({
-            "epoch": epoch, "train_loss": 0.5, "eval_loss": 0.6, f"eval_{metric}": 0.5 + 0.01 * (
-                config.seed % 7), "score": 0.5 + 0.01 * (config.seed % 7), "train_time_s": 0.001,
-            "eval_time_s": 0.001, "train_examples_per_s": 1000.0, "train_examples": 16,
-            "setup_time_s": 0.001, "device": "cpu", "precision_used": "fp32", "num_layers": 6,
-            "data_subset": False, "data_fingerprint": "bench", "data_source": "bench",
-            "majority_score": 0.47, "chance_score": None, "resumed_from_epoch": 0,
-            "node_id": "bench", "hostname": "bench", "versions": "{}",
-        })
+        record = EpochRecord(
+            epoch=epoch, train_loss=0.5, eval_loss=0.6, score=score, metrics={metric: score},
+            train_time_s=0.001, eval_time_s=0.001, train_examples_per_s=1000.0,
+            train_examples=16, device="cpu", precision_used="fp32")
+        tune.report(dataclasses.replace(base, epochs=(record,)).tune_metrics())
 
 
 class RssPeak:
@@ -108,15 +111,15 @@ def sweep(n: int, model: str, task: str, epochs: int, results: Path,
     """One sweep of ``n`` trials of the stand-in body into a fresh store; the driver's wall
     and CPU seconds and peak RSS."""
     from reinit_tune.config import TrialConfig
-    from reinit_tune.sweep import runner
+    from reinit_tune.sweep import launch, runner
     from reinit_tune.sweep.options import Resources, RunOptions
 
     configs = [TrialConfig(model=model, task=task, train_size=16, seed=seed, epochs=epochs,
                            experiment="bench-driver") for seed in range(n)]
     options = RunOptions(results_dir=results, resources=Resources(1, 0))
     out = LineCount()
-    real = runner.run_trial
-    runner.run_trial = empty_trial  # benchmark-only: see the module docstring
+    real = launch.run_trial
+    launch.run_trial = empty_trial  # benchmark-only: see the module docstring
     try:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         with RssPeak() as rss:
@@ -130,7 +133,7 @@ def sweep(n: int, model: str, task: str, epochs: int, results: Path,
                 summary = runner.run_sweep(configs, options, out=out)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     finally:
-        runner.run_trial = real
+        launch.run_trial = real
     if summary.ok != n or out.lines < n:
         raise RuntimeError(f"the sweep did not store every trial: {summary}")
     from reinit_tune import store

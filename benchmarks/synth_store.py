@@ -66,7 +66,7 @@ def synthetic_config(n: int, rng: random.Random) -> tuple[TrialConfig, int]:
 
 
 def reports_of(config: TrialConfig, rng: random.Random) -> list[dict]:
-    """Epoch reports shaped like ``reinit_tune.trial.epoch_report``'s."""
+    """Epoch reports shaped like ``TrialOutcome.reports``' (``reinit_tune.outcome``)."""
     metric = config.task_spec.primary
     examples = config.train_size if isinstance(config.train_size, int) else 20000
     score = rng.uniform(0.4, 0.9)

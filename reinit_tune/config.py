@@ -14,10 +14,12 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from reinit_tune.errors import InputError
 from reinit_tune.tasks import TASKS, Task, get_task
+from reinit_tune.train_size import TrainSize
 
 if TYPE_CHECKING:
     from reinit_tune.model.shape import ModelShape
@@ -29,8 +31,13 @@ INIT_SCHEMES = ("bert", "authors-code")
 # "linear": decay to 0 after an optional linear warmup (run_glue's); "slanted-triangular":
 # Howard & Ruder 2018 (002 §2), see ``reinit_tune.training.loop.schedule_factor``.
 SCHEDULES = ("linear", "slanted-triangular")
-# Fields added after reinit-tune 0.1 are left out of a trial's identity while they hold their
-# default, so every trial id of an earlier version stays what it was.
+# The value fields had when they were added: what a stored trial that predates a field ran
+# (``TrialConfig.from_dict`` fills a missing one with it). Frozen: never a field's current
+# default, which may change without changing what stored trials computed.
+INTRODUCED_AS = MappingProxyType({"length_grouped": False, "schedule": "linear",
+                                  "warmup_ratio": 0.0})
+# Fields added after reinit-tune 0.1 are left out of a trial's identity while they hold the
+# value they were introduced with, so every trial id of an earlier version stays what it was.
 LATER_FIELDS = ("schedule", "warmup_ratio")
 # The fields whose values are replicates of one configuration: the seed draws the train
 # subset, the classifier head, the dropout stream and permutation n (003 §5, App. B), so runs
@@ -87,8 +94,9 @@ class TrialConfig:
     ``length_grouped`` batches examples of similar length together (transformers'
     ``group_by_length`` sampler), which cuts padding and makes a trial several times faster;
     it changes which examples share a batch, so it is part of the trial's identity. The
-    default False is run_glue's uniform shuffling (what 003 ran, and what trials stored before
-    the field existed computed); the sweep scripts turn it on (``--no-length-grouped``).
+    default True is the command's (what its stored trials ran; ``--no-length-grouped`` turns
+    it off); False is run_glue's uniform shuffling, what 003 ran and what trials stored before
+    the field existed computed (``INTRODUCED_AS``).
 
     ``schedule`` is the learning-rate schedule (``SCHEDULES``); ``warmup_ratio`` the share of
     the steps over which the linear schedule warms up from 0 (transformers' ``warmup_ratio``).
@@ -104,7 +112,7 @@ class TrialConfig:
     epochs: int = 3
     max_seq_length: int = 128
     precision: str = "fp32"
-    length_grouped: bool = False
+    length_grouped: bool = True
     experiment: str = "custom"
     reinit_heads: tuple[tuple[int, int], ...] = ()
     layer_order: tuple[int, ...] | None = None
@@ -141,17 +149,7 @@ class TrialConfig:
                 or not 0 < self.lr <= 1):  # also refuses NaN and infinity
             raise InputError(f"lr: must be a finite number in (0, 1], got {self.lr!r} (--lr); "
                              "the papers finetune at 1e-5 to 1e-4")
-        ts = self.train_size
-        if ts is not None:
-            if isinstance(ts, bool) or not isinstance(ts, int | float):
-                raise InputError(f"train_size: must be None, a count or a fraction, got {ts!r}")
-            if isinstance(ts, float) and not 0 < ts < 1:
-                raise InputError(
-                    f"train_size: a fraction must lie in (0, 1), got {ts!r}; "
-                    "use None for the full split or an integer count"
-                )
-            if isinstance(ts, int) and ts < 1:
-                raise InputError(f"train_size: must be a positive count, got {ts}")
+        TrainSize(self.train_size)  # refuses what is no count, fraction or None
         if not isinstance(self.length_grouped, bool):
             raise InputError(f"length_grouped: must be True or False, got {self.length_grouped!r}")
         if self.precision not in PRECISIONS:
@@ -263,6 +261,11 @@ class TrialConfig:
     def task_spec(self) -> Task:
         return get_task(self.task)
 
+    @property
+    def size(self) -> TrainSize:
+        """``train_size`` as a ``TrainSize`` (count, fraction or full)."""
+        return TrainSize(self.train_size)
+
     def intermediate_phase(self) -> TrialConfig:
         """The intermediate finetuning of a sequential trial: this config with ``task`` set to
         its intermediate task (its id keys the cached intermediate model)."""
@@ -280,21 +283,23 @@ class TrialConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrialConfig:
+        """The config a stored (or written) dict describes; a field it lacks that was added
+        later holds the value it was introduced with (``INTRODUCED_AS``)."""
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - names
         if unknown:
             raise InputError(
                 f"unknown TrialConfig fields {sorted(unknown)}; known: {sorted(names)}"
             )
-        return cls(**data)
+        return cls(**{**INTRODUCED_AS, **data})
 
     def identity(self) -> dict[str, Any]:
         """The fields that make the trial id: all of them, but the ``LATER_FIELDS`` only where
-        they differ from their default."""
+        they differ from the value they were introduced with (``INTRODUCED_AS``)."""
         data = self.to_dict()
-        for f in dataclasses.fields(self):
-            if f.name in LATER_FIELDS and data[f.name] == f.default:
-                del data[f.name]
+        for name in LATER_FIELDS:
+            if data[name] == INTRODUCED_AS[name]:
+                del data[name]
         return data
 
     @property
@@ -306,6 +311,12 @@ class TrialConfig:
 
     def replace(self, **changes: Any) -> TrialConfig:
         return dataclasses.replace(self, **changes)
+
+
+def default(name: str) -> Any:
+    """The default of ``TrialConfig`` field ``name``: the one place each training default
+    is written (families, the training loop and the command read it from here)."""
+    return TrialConfig.__dataclass_fields__[name].default
 
 
 def _check_int(name: str, value: Any, *, minimum: int) -> None:

@@ -59,7 +59,7 @@ def no_ray(monkeypatch):
     """Fail the test if anything tries to join or start Ray (dry runs, bad input)."""
     from reinit_tune.sweep import cluster
 
-    def refuse():
+    def refuse(job=None):
         raise AssertionError("Ray must not start for a dry run or bad input")
     monkeypatch.setattr(cluster, "connect_ray", refuse)
 

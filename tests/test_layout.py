@@ -14,17 +14,19 @@ PACKAGE = Path(reinit_tune.__file__).parent
 
 # Lowest first. A module may import modules of its own layer and of the layers below.
 LAYERS = [
-    ("foundations", ["errors", "env", "seeding", "tasks", "hardware"]),
-    ("trial description", ["config", "model.shape", "model.files", "metrics", "qa"]),
-    ("data, results store, model surgery", ["data", "store", "sanity", "model.stacks",
+    ("foundations", ["errors", "env", "seeding", "tasks", "hardware", "inference",
+                     "inference.*"]),
+    ("trial description", ["config", "train_size", "model.shape", "model.files", "metrics",
+                           "qa", "outcome"]),
+    ("data, results store, model surgery", ["data", "data.*", "store.*", "sanity", "model.stacks",
                                             "model.surgery",
                                             "model.build"]),
     ("training and similarity", ["training.*", "similarity.*"]),
     ("running sweeps", ["sweep.*"]),
-    ("figures", ["analysis.*"]),
+    ("figures and claim verdicts", ["analysis.*", "verdicts", "verdicts.*"]),
     ("experiment families", ["families.*"]),
     ("report", ["analysis.report"]),
-    ("command line", ["cli"]),
+    ("command line", ["cli", "cli.*"]),
 ]
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 
 from reinit_tune import sanity, store
 from reinit_tune.analysis.stats import size_label, size_labels
-from reinit_tune.config import LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
+from reinit_tune.config import INTRODUCED_AS, LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
 
 # column -> value meaning "this trial does not use the feature"
 NEUTRAL = {
@@ -72,7 +72,8 @@ _COLUMNS_OF = {"train_size": ("train_size", "train_fraction")}
 # Row columns outside TrialConfig that still make two runs different experiments: the data
 # a run trained and was scored on.
 DATA_FIELDS = ("data_fingerprint",)
-_DEFAULTS = {f.name: f.default for f in dataclasses.fields(TrialConfig)}
+# A null config field reads as what rows written before the field existed ran.
+_DEFAULTS = {**{f.name: f.default for f in dataclasses.fields(TrialConfig)}, **INTRODUCED_AS}
 
 
 def identity_fields() -> list[str]:

@@ -85,12 +85,34 @@ def pyplot():
     return plt
 
 
+# Panels side by side at most: more wrap onto further rows, so a figure of 12 settings is
+# a 4 x 3 grid a page can show instead of one row 50 inches wide.
+MAX_COLUMNS = 4
+# A legend of at most 3 short entries fits inside its axes; a longer one goes below them.
+LEGEND_INSIDE_CHARS, LEGEND_WRAP = 40, 60
+# Numbered ticks past this many (0..24 layers) overprint at a panel's width: thinned.
+MAX_TICKS = 13
+BELOW = "legend-below"
+
+
 def panels(count: int, *, rows: int = 1, width: float = PANEL_W, height: float = PANEL_H,
            sharey: bool = False):
-    """A figure with ``rows`` × ``count`` axes (always a 2-D array)."""
+    """A figure with ``rows`` × ``count`` axes, returned as a 2-D array indexed [row,
+    panel]. Past ``MAX_COLUMNS`` panels the grid wraps: panel i sits in column i mod
+    ``MAX_COLUMNS`` of band i // ``MAX_COLUMNS``, each band holding the ``rows`` rows."""
     plt = pyplot()
-    fig, axes = plt.subplots(rows, count, figsize=(width * count, height * rows),
+    columns = max(1, min(count, MAX_COLUMNS))
+    bands = max(1, -(-count // columns))
+    fig, grid = plt.subplots(rows * bands, columns, figsize=(width * columns,
+                                                             height * rows * bands),
                              squeeze=False, sharey=sharey)
+    axes = np.empty((rows, max(count, 1)), dtype=object)
+    for i in range(max(count, 1)):
+        for r in range(rows):
+            axes[r, i] = grid[(i // columns) * rows + r, i % columns]
+    for ax in grid.flat[:]:  # the empty slots of the last band
+        if ax not in axes.flat:
+            ax.remove()
     return fig, axes
 
 
@@ -107,11 +129,37 @@ def per_setting(table: pd.DataFrame, *, present: pd.DataFrame | None = None, **p
     return fig, axes, columns
 
 
+def _thin_ticks(fig) -> None:
+    """Numbered x ticks (layers, k) past ``MAX_TICKS`` become every n-th integer; ticks
+    with their own labels (task names, blocks) are left as drawn."""
+    from matplotlib.ticker import FixedFormatter, MaxNLocator
+
+    for ax in fig.axes:
+        ticks = ax.get_xticks()
+        if len(ticks) > MAX_TICKS and not isinstance(ax.xaxis.get_major_formatter(),
+                                                     FixedFormatter):
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=MAX_TICKS - 1, integer=True))
+
+
+def _room_for_legends(fig) -> None:
+    """Make the figure taller by what its longest legend below a panel needs, per row of
+    panels, so the panels keep their height."""
+    lines = [sum(t.get_text().count("\n") + 1 for t in ax.get_legend().get_texts())
+             for ax in fig.axes if ax.get_legend() and ax.get_legend().get_gid() == BELOW]
+    if not lines:
+        return
+    rows = fig.axes[0].get_subplotspec().get_gridspec().nrows
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + rows * (0.5 + 0.13 * max(lines)))
+
+
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     """Write ``name``.png and ``name``.pdf into ``out_dir`` and close the figure."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
+    _thin_ticks(fig)
+    _room_for_legends(fig)
     fig.tight_layout()
     for p in paths:
         fig.savefig(p, dpi=150)
@@ -151,8 +199,16 @@ def style(ax, *, xlabel: str, ylabel: str | None = None, title: str | None = Non
         ax.set_title(title)
     if grid:
         ax.grid(alpha=0.3, axis=grid)
-    if legend and ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=legend)
+    handles, labels = ax.get_legend_handles_labels()
+    if legend and handles:
+        if len(labels) <= 3 and max(map(len, labels)) <= LEGEND_INSIDE_CHARS:
+            ax.legend(fontsize=legend)
+        else:  # a long legend inside the axes would cover the data: below it instead
+            below = ax.legend(handles, ["\n".join(textwrap.wrap(x, LEGEND_WRAP))
+                                        for x in labels],
+                              fontsize=legend - 1, loc="upper center",
+                              bbox_to_anchor=(0.5, -0.3), frameon=False)
+            below.set_gid(BELOW)
 
 
 def metric_label(table: pd.DataFrame) -> str:

@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from reinit_tune import families, sanity, store
+from reinit_tune import families, sanity, store, verdicts
 from reinit_tune.analysis import explore, frames, plotting, published, similarity
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import NoResultsError
 from reinit_tune.families.base import Figure, FigureSpec, plot
+from reinit_tune.verdicts.page import claims_html
 
 # Tables longer than this are embedded as data and paged in the browser (a static table of
 # 10^4 rows is megabytes of HTML and a page that no longer scrolls).
@@ -141,6 +142,11 @@ max-width:40em}td.key{text-align:left;white-space:nowrap}
 summary{cursor:pointer}
 .warn{background:#fff4e5;border-left:4px solid #f0a030;padding:.4em .8em}
 .paper{font-style:italic;color:#444}figcaption{font-size:.85em;color:#333}
+.v{font-weight:600;white-space:nowrap}.v-supported{color:#176f2c}.v-contradicted{color:#b00020}
+.v-inconclusive{color:#8a5a00}.v-not{color:#666}
+#claims td.text{max-width:32em}#claims code{font-size:.95em;overflow-wrap:anywhere}
+.sides{display:grid;grid-template-columns:repeat(auto-fit,minmax(18em,1fr));gap:.6em}
+.side{border:1px solid #ddd;padding:.4em .6em}
 """
 
 
@@ -300,7 +306,8 @@ def _degenerate_html(data: frames.Store) -> str:
 
 def render(sections_: list[Section], data: frames.Store, results_dir: Path,
            unreadable: list[Path] | None = None, only: list[str] | None = None,
-           malformed: list[tuple[Path, str, str]] | None = None) -> str:
+           malformed: list[tuple[Path, str, str]] | None = None,
+           verdict_rows: list[verdicts.VerdictRow] | None = None) -> str:
     global _table_ids
     _table_ids = itertools.count()  # the same store gives the same page
     trials = data.trials
@@ -334,6 +341,11 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
                      "<code>reinit-tune store check</code> lists them all):"
                      f"<ul>{shown}{more}</ul></div>")
     parts.append(_degenerate_html(data))
+    if verdict_rows:
+        drawn = {s.key for s in sections_ if s.figures}
+        links = {f.name: next((s.key for s in f.figures if s.key in drawn), None)
+                 for f in families.all_families()}
+        parts.append(claims_html(verdict_rows, links))
     present = data.experiments
     absent = [e for e in experiments() if e not in present]
     parts.append(f"<p>experiments in the store: <b>{html.escape(', '.join(present) or 'none')}"
@@ -344,7 +356,9 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
     if broken:  # a bug, unlike a figure the store has no rows for: said before the figures
         parts.append(f"<p class='warn'><b>Failed to draw</b>: {html.escape(', '.join(broken))}"
                      " (the error is under <a href='#missing'>Not drawn</a>)</p>")
-    parts.append("<h2>Contents</h2><ul>" + "".join(
+    parts.append("<h2>Contents</h2><ul>"
+                 + ("<li><a href='#claims'>Claims</a></li>" if verdict_rows else "")
+                 + "".join(
         f"<li><a href='#{s.key}'>{html.escape(section_title(s))}</a> "
         f"({', '.join(f.name for f in s.figures)})</li>" for s in drawn)
         + "<li><a href='#trials-section'>Every trial</a></li>"
@@ -403,7 +417,9 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
     out.mkdir(parents=True, exist_ok=True)
     unreadable = store.unreadable_files(results)
     malformed = store.malformed_rows(results)
-    page.write_text(render(built, data, results.resolve(), unreadable, only, malformed))
+    rows = [] if only else verdicts.evaluate(data.trials, results_dir=str(results),
+                                             similarity=data.similarity)
+    page.write_text(render(built, data, results.resolve(), unreadable, only, malformed, rows))
     for path in unreadable:
         print(f"warning: skipped unreadable results file {path}", file=sys.stderr)
     if malformed:

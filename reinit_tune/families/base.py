@@ -26,12 +26,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from reinit_tune import data
-from reinit_tune.config import TrialConfig
+from reinit_tune.config import TrialConfig, default
 from reinit_tune.errors import DataNotFoundError, InputError
 from reinit_tune.hardware import resolve_precision
 from reinit_tune.model.shape import ModelShape, shape_for
-from reinit_tune.sweep.options import RunOptions, SimilarityOptions
+from reinit_tune.sweep.options import DEFAULT_EVALUATE, RunOptions, SimilarityOptions
 from reinit_tune.tasks import get_task
+from reinit_tune.train_size import Size, TrainSize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,33 +44,17 @@ log = logging.getLogger("reinit_tune")
 SMALL_DATA = 500  # 003 App. B/D: at most this many examples → 50 seeds, 5 epochs
 # The defaults of the training fields every trial of a grid shares, for the Python API
 # (``Grid``) and the command line alike (``reinit_tune.cli`` reads them from here), so a
-# grid built either way has the same trial ids. "auto" precision is resolved on the running
-# machine for the trials' device (``reinit_tune.hardware.resolve_precision``).
+# grid built either way has the same trial ids; each is ``TrialConfig``'s own, except
+# "auto" precision, resolved on the running machine for the trials' device
+# (``reinit_tune.hardware.resolve_precision``).
 DEFAULT_PRECISION = "auto"
-DEFAULT_INIT_SCHEME = "bert"
-DEFAULT_LENGTH_GROUPED = True
+DEFAULT_INIT_SCHEME = default("init_scheme")
+DEFAULT_LENGTH_GROUPED = default("length_grouped")
 PAPER_SIZES = (500, 5_000, 50_000)
 PAPER_TASKS = ("sst2", "qnli", "cola")
 DEFAULT_SIZE = 5_000  # 003 §2: "The 5k subset size is then used as the default"
 
-Size = int | float | None
-
-
-def parse_size(text: str) -> Size:
-    """A train size from the command line: '500' → 500 examples, '0.1' → a 10% fraction,
-    'full' → the whole split (None)."""
-    if text.lower() in ("full", "all", "none"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"size {text!r}: give a count (500), a fraction (0.1) or 'full'"
-        ) from None
+parse_size = TrainSize.parse  # the command's --sizes text
 
 
 # -- the request every builder takes ------------------------------------------------------
@@ -89,11 +74,11 @@ class TaskSettings:
 class Training:
     """The training settings a family (or preset) uses unless told otherwise."""
 
-    lr: float = 2e-5  # 003 §2
-    batch_size: int = 8  # 003 §2
-    max_seq_length: int = 128
-    schedule: str = "linear"  # run_glue's
-    warmup_ratio: float = 0.0
+    lr: float = default("lr")
+    batch_size: int = default("batch_size")
+    max_seq_length: int = default("max_seq_length")
+    schedule: str = default("schedule")
+    warmup_ratio: float = default("warmup_ratio")
 
 
 @dataclass(frozen=True)
@@ -223,9 +208,9 @@ class RunDefaults:
     layer_replacement: bool = False
     save_model: bool = False
     log_every: int = 0
-    # "final": the dev split scored after the last epoch only, all most figures read;
-    # "every-epoch" where a figure plots per-epoch curves (003 App. D's epoch study)
-    evaluate: str = "final"
+    # "final" (the default), or "every-epoch" where a figure plots per-epoch curves (003
+    # App. D's epoch study)
+    evaluate: str = DEFAULT_EVALUATE
 
 
 @dataclass(frozen=True)
@@ -317,7 +302,7 @@ def fitting_sizes(task: str, sizes: Sequence[Size], data_dir: str | None = None)
     """The sizes that fit the task's official train split; the others are skipped with a
     note."""
     rows = train_rows(task, data_dir)
-    kept = [s for s in sizes if s is None or isinstance(s, float) or s <= rows]
+    kept = [s for s in sizes if TrainSize(s).fits(rows)]
     dropped = [s for s in sizes if s not in kept]
     if dropped:
         log.warning("%s: skipping train sizes %s (train split has %d rows)", task, dropped, rows)
@@ -332,7 +317,7 @@ def fitting_sizes(task: str, sizes: Sequence[Size], data_dir: str | None = None)
 def is_small(size: Size, task: str, data_dir: str | None = None) -> bool:
     """Whether ``size`` is 003's small-data regime: the examples the paper meant (a fraction
     of the official split, not of a local subset file) are at most ``SMALL_DATA``."""
-    return data.wanted_size(size, train_rows(task, data_dir), task) <= SMALL_DATA
+    return TrainSize(size).wanted(train_rows(task, data_dir), task) <= SMALL_DATA
 
 
 def paper_seeds(size: Size, task: str, data_dir: str | None = None) -> int:

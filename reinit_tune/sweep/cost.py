@@ -27,7 +27,7 @@ import numpy as np
 from reinit_tune import data, hardware
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import DataNotFoundError, ReinitTuneError
-from reinit_tune.model.shape import ModelShape
+from reinit_tune.model.shape import BERT_VOCAB, ModelShape
 from reinit_tune.tasks import get_task
 
 TRIAL_SETUP_S = 1.0  # model copy + surgery + data subset + Ray bookkeeping (bench_sweep.py)
@@ -87,10 +87,6 @@ def _flops_per_token(shape: ModelShape) -> float:
     return 12.0 * shape.num_layers * shape.hidden_size**2  # matmul weights per layer
 
 
-def _params(shape: ModelShape) -> float:
-    return 30_522 * shape.hidden_size + _flops_per_token(shape)
-
-
 def recorded_coefficients(shape: ModelShape, precision: str) -> tuple[Coefficients, str]:
     """The recorded coefficients of this shape, or those of the nearest recorded shape scaled
     by weights per token (token costs) and parameters (step cost), with a note saying so."""
@@ -102,7 +98,7 @@ def recorded_coefficients(shape: ModelShape, precision: str) -> tuple[Coefficien
         _flops_per_token(ModelShape(k[0], 1, k[1])) / _flops_per_token(shape))))
     base, near_shape = RECORDED[near], ModelShape(near[0], 1, near[1])
     token = _flops_per_token(shape) / _flops_per_token(near_shape)
-    step = _params(shape) / _params(near_shape)
+    step = shape.parameter_count() / near_shape.parameter_count()
     return (
         Coefficients(base.step_s * step, base.token_s * token, base.eval_token_s * token),
         f"scaled from the recorded {near[0]}-layer, {near[1]}-wide {near[2]} model; "
@@ -248,7 +244,7 @@ def bert_config(shape: ModelShape, num_labels: int = 2):
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=30_522, hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
+        vocab_size=BERT_VOCAB, hidden_size=shape.hidden_size, num_hidden_layers=shape.num_layers,
         num_attention_heads=shape.num_heads, intermediate_size=4 * shape.hidden_size,
         num_labels=num_labels,
     )
@@ -273,9 +269,10 @@ def calibrate(
     from reinit_tune.training.finetune import finetune
     from reinit_tune.training.loop import Optimization
 
-    steps, batch = 12, 8
+    steps = 12
     timings, device = [], "cpu"
-    opt = Optimization(lr=2e-5, batch_size=batch, epochs=2, seed=0, precision=precision)
+    opt = Optimization(epochs=2, precision=precision)  # the default trial's lr and batch
+    batch = opt.batch_size
     for length in lengths:
         examples = synthetic(steps * batch, length)
         results, setup = finetune(

@@ -38,21 +38,12 @@ GiB = 2**30
 BASELINE_BYTES = 900 * 2**20
 CUDA_CONTEXT_BYTES = 1 * GiB  # host memory the CUDA runtime and its kernels map
 EVAL_BATCH = {False: 64, True: 256}  # reinit_tune.training.loop.EVAL_BATCH_SIZE, on a GPU
-VOCAB = 30_522  # BERT's vocabulary: the embedding term when the model's is unknown
 # Bytes per stored token of a tokenized split held as Python lists (int objects and list
 # slots for input_ids and token_type_ids, ~44, with room for datasets' copies); QA windows
 # add a (start, end) offset tuple per token (~120 more). Counted, not measured.
 TOKEN_BYTES = 80
 QA_TOKEN_BYTES = 170
 MARGIN = 1.3  # the estimate's headroom over the fitted terms (allocator slack, noise)
-
-
-def parameters(shape: ModelShape, vocab_size: int = VOCAB) -> int:
-    """Parameters of a BERT-shaped model: 12 h^2 per layer (attention and a 4h FFN) and the
-    token and position embeddings."""
-    h = shape.hidden_size or 768
-    return shape.num_layers * (12 * h * h + 13 * h) + (vocab_size +
-                                                       shape.max_position_embeddings + 2) * h
 
 
 def train_activation_bytes(shape: ModelShape, batch: int, length: int) -> int:
@@ -80,8 +71,8 @@ def _rows(config: TrialConfig, data_dir) -> int:
     from reinit_tune import data
 
     try:
-        return sum(data.split_rows(config.task, split, data_dir)
-                   for split in config.task_spec.splits)
+        source = data.TaskSource.find(config.task, data_dir)
+        return sum(source.rows(split) for split in source.spec.splits)
     except Exception:  # noqa: BLE001 - no data here (a dry run elsewhere): the official sizes
         return sum(config.task_spec.rows.values())
 
@@ -101,7 +92,7 @@ def token_bytes(config: TrialConfig, data_dir=None) -> int:
 def member_state_bytes(config: TrialConfig, shape: ModelShape, use_gpu: bool) -> int:
     """Weights, gradients, optimizer moments and step activations of one model in host
     memory (on a GPU trial only the copy the model is built in lives there)."""
-    p = parameters(shape)
+    p = shape.parameter_count()
     if use_gpu:
         return 4 * p
     state = 16 * p + (2 * p if config.precision == "bf16" else 0)
@@ -113,7 +104,7 @@ def member_state_bytes(config: TrialConfig, shape: ModelShape, use_gpu: bool) ->
 def trial_bytes(config: TrialConfig, shape: ModelShape, *, use_gpu: bool = False,
                 data_dir=None, similarity: bool = False) -> int:
     """Estimated peak resident memory of one trial's worker (see the module docstring)."""
-    p = parameters(shape)
+    p = shape.parameter_count()
     total = BASELINE_BYTES + 4 * p + member_state_bytes(config, shape, use_gpu)
     total += token_bytes(config, data_dir)
     if similarity:  # the untrained reference model and the pretrained one it compares with
@@ -132,7 +123,7 @@ def pack_bytes(configs: list[TrialConfig], shape: ModelShape, *, use_gpu: bool =
     states) plus the stacked copy of its weights."""
     if len(configs) == 1:
         return trial_bytes(configs[0], shape, use_gpu=use_gpu, data_dir=data_dir)
-    p = parameters(shape)
+    p = shape.parameter_count()
     first = configs[0]
     total = BASELINE_BYTES + token_bytes(first, data_dir) + (CUDA_CONTEXT_BYTES if use_gpu
                                                              else 0)

@@ -22,6 +22,10 @@ AUTO_PACK_SIZE = "auto"
 # What a rerun does with stored trials of its grid that were trained on other data (their
 # data fingerprint differs from the data found now): stop before any trial, or rerun them.
 DATA_CHANGED = ("stop", "rerun")
+# When a trial scores its dev split: "final" after the last epoch only (what the figures of
+# most families read), "every-epoch" for per-epoch curves (003 App. D). Evaluation draws no
+# random numbers, so this changes no training number and is no part of a trial's id.
+DEFAULT_EVALUATE = "final"
 
 
 def pack_size_arg(text: str) -> int | str:
@@ -71,7 +75,7 @@ class TrialRuntime:
     similarity: SimilarityOptions | None = None
     models_dir: str | None = None  # save each finetuned model to <models_dir>/<trial_id>
     log_every: int = 0  # store the loss of every N-th step (0: none)
-    evaluate: str = "every-epoch"  # or "final": the dev split after the last epoch only
+    evaluate: str = DEFAULT_EVALUATE  # or "every-epoch": the dev split after each epoch
     allow_subset: bool = False  # train on a subset file's rows where it cannot supply a size
 
 
@@ -97,10 +101,7 @@ class RunOptions:
     similarity: SimilarityOptions | None = None
     save_model: bool = False
     log_every: int = 0  # store the training loss of every N-th step in RESULTS/steps/
-    # "final": score the dev split after the last epoch only (what the figures of most
-    # families read); "every-epoch" for per-epoch curves (003 App. D). Evaluation draws no
-    # random numbers, so this changes no training number and is no part of a trial's id.
-    evaluate: str = "every-epoch"
+    evaluate: str = DEFAULT_EVALUATE  # or "every-epoch" (see DEFAULT_EVALUATE)
     name: str | None = None  # Tune's experiment name prefix; default: the first family's
     # Experiment trackers fed by Tune's own logger callbacks (``reinit_tune.sweep.loggers``):
     # any of "tensorboard", "wandb", "mlflow", "csv".

@@ -15,9 +15,8 @@ per pack, with the resources of one trial; each report carries the member's tria
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import json
-import socket
 import time
 import traceback
 from collections.abc import Callable
@@ -30,15 +29,16 @@ from reinit_tune.errors import InputError
 from reinit_tune.model.build import build_model
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.model.surgery import layer_stack
-from reinit_tune.sweep.claims import SKIPPED, Context, begin
+from reinit_tune.outcome import Status, TrialOutcome
+from reinit_tune.sweep.claims import Context, begin
 from reinit_tune.sweep.options import TrialRuntime
 from reinit_tune.sweep.trial import (
-    epoch_report,
-    failure_text,
+    epoch_outcome,
+    failure_outcome,
     is_infrastructure_failure,
-    library_versions,
     run_trial,
     trial_data,
+    worker_fields,
 )
 from reinit_tune.training.loop import EpochResult, TrainSetup
 from reinit_tune.training.pack import pack_key, train_pack
@@ -95,7 +95,7 @@ def member_bytes(shape: ModelShape, batch_size: int, max_seq_length: int,
     fp32, at the longest sequence)."""
     h = shape.hidden_size or 768
     heads = shape.num_heads or max(1, h // 64)
-    params = shape.num_layers * 12 * h * h + (vocab_size + shape.max_position_embeddings) * h
+    params = shape.parameter_count(vocab_size)
     s, b = max_seq_length, batch_size
     activations = 2 * shape.num_layers * s * b * h * (34 + 5 * heads * s / h)
     return int(16 * params + activations)
@@ -139,46 +139,44 @@ def execute_pack(
     *,
     data_dir: str | None = None,
     use_gpu: bool = True,
-    report: Callable[[str, dict[str, Any]], None] | None = None,
+    report: Callable[[str, TrialOutcome], None] | None = None,
     log_every: int = 0,
     every_epoch: bool = True,
     allow_subset: bool = False,
 ) -> dict[str, tuple[list[dict[str, Any]], str | None]]:
     """Train ``configs`` (one ``pack_key``) as one pack; return, per trial id, the per-epoch
     reports its unpacked ``execute`` would return and the error it would have raised (None
-    when it finished). ``report(trial_id, record)`` gets each record as it comes."""
+    when it finished). ``report(trial_id, outcome)`` gets each epoch's outcome as it comes."""
     first = configs[0]
     start = time.perf_counter()
     train, devs, provenance = trial_data(first, data_dir, allow_subset)
     models = [build_model(c) for c in configs]
     num_layers = len(layer_stack(models[0]))
     setup_time = (time.perf_counter() - start) / len(configs)
-    reports: dict[str, list[dict[str, Any]]] = {c.trial_id: [] for c in configs}
+    outcomes = {c.trial_id: TrialOutcome(c.trial_id, num_layers=num_layers,
+                                         setup_time_s=setup_time, resumed_from_epoch=0,
+                                         **provenance) for c in configs}
+    bases = dict(outcomes)
 
     def on_epoch(i: int, result: EpochResult, setup: TrainSetup) -> None:
         config = configs[i]
-        record = epoch_report(config, result, setup, setup_time)
-        record["num_layers"] = num_layers
-        record.update(provenance)
-        if result.steps:
-            record["steps"] = json.dumps(result.steps)
-        record["resumed_from_epoch"] = 0
-        reports[config.trial_id].append(record)
+        outcome = epoch_outcome(bases[config.trial_id], config, result, setup)
+        outcomes[config.trial_id] = outcomes[config.trial_id].then(outcome)
         if report is not None:
-            report(config.trial_id, record)
+            report(config.trial_id, outcome)
 
-    outcomes, _ = train_pack(models, configs, train, devs, use_gpu=use_gpu, on_epoch=on_epoch,
-                             log_every=log_every, every_epoch=every_epoch)
-    return {c.trial_id: (reports[c.trial_id], o.error)
-            for c, o in zip(configs, outcomes, strict=True)}
+    members, _ = train_pack(models, configs, train, devs, use_gpu=use_gpu, on_epoch=on_epoch,
+                            log_every=log_every, every_epoch=every_epoch)
+    return {c.trial_id: (outcomes[c.trial_id].reports(), m.error)
+            for c, m in zip(configs, members, strict=True)}
 
 
 def run_pack(params: dict[str, Any], packs: dict[str, list[TrialConfig]],
              runtime: TrialRuntime, claims: Context | None = None) -> None:
     """Ray Tune function trainable of a pack: ``params["trial"]["trial_id"]`` picks the pack
     from ``packs``. A one-trial pack is ``run_trial`` (checkpoints, similarity and all).
-    Each member's epochs are reported with ``MEMBER`` set to its trial id; a member that
-    diverged reports ``{"failed": text, "epoch": -1, MEMBER: id}``. Infrastructure failures
+    Each member's outcomes are reported (``TrialOutcome.tune_metrics``) with ``MEMBER`` set
+    to its trial id; a member that diverged reports a diverged outcome. Infrastructure failures
     propagate (Tune retries the whole pack from scratch: packs do not checkpoint); any other
     error fails every member that had not finished, as ``run_trial`` reports it. With
     ``claims``, members another driver holds or stored report ``SKIPPED`` and the pack
@@ -197,19 +195,20 @@ def run_pack(params: dict[str, Any], packs: dict[str, list[TrialConfig]],
     context = ray.get_runtime_context()
     assigned = context.get_assigned_resources()
     torch.set_num_threads(max(1, int(assigned.get("CPU", 1))))
-    static = {"node_id": context.get_node_id(), "hostname": socket.gethostname(),
-              "versions": library_versions()}
+    worker = worker_fields()
     done: set[str] = set()
     skipped = {c.trial_id: why for c in members
                if (why := begin(claims, c.trial_id)) is not None}
+
+    def report(trial_id: str, outcome: TrialOutcome) -> None:
+        tune.report({**dataclasses.replace(outcome, **worker).tune_metrics(),
+                     MEMBER: trial_id})
+
     for trial_id, why in skipped.items():
-        tune.report({SKIPPED: why, "epoch": 0, MEMBER: trial_id, **static})
+        report(trial_id, TrialOutcome(trial_id, Status.SKIPPED, error=why))
     members = [c for c in members if c.trial_id not in skipped]
     if not members:
         return
-
-    def report(trial_id: str, record: dict[str, Any]) -> None:
-        tune.report({**record, **static, MEMBER: trial_id})
 
     try:
         results = execute_pack(
@@ -218,16 +217,15 @@ def run_pack(params: dict[str, Any], packs: dict[str, list[TrialConfig]],
             every_epoch=runtime.evaluate == "every-epoch", allow_subset=runtime.allow_subset)
         for trial_id, (_, error) in results.items():
             done.add(trial_id)
-            if error is not None:
-                tune.report({"failed": error, "epoch": -1, MEMBER: trial_id, **static})
+            if error is not None:  # it diverged (``train_pack``)
+                report(trial_id, TrialOutcome(trial_id, Status.DIVERGED, error=error))
     except Exception as e:  # noqa: BLE001 - sorted by kind just below
         if is_infrastructure_failure(e):
             raise
         traceback.print_exc()
         for config in members:
             if config.trial_id not in done:
-                tune.report({"failed": failure_text(e), "epoch": -1,
-                             MEMBER: config.trial_id, **static})
+                report(config.trial_id, failure_outcome(config.trial_id, e))
 
 
 def pack_note(pack_size: int, runtime: TrialRuntime) -> str | None:

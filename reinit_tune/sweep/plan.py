@@ -7,7 +7,7 @@ runs are ``progressive``'s at 500 examples) is copied from it, not run again;
 a stored trial whose data fingerprint differs from the data found now is never skipped
 silently: the plan stops (``--data-changed stop``) or runs it again (``rerun``);
 the resulting ``Plan`` is what ``reinit_tune.sweep.cost`` estimates and
-``reinit_tune.sweep.runner`` launches. The store is the only resume state: planning the same
+``reinit_tune.sweep.launch`` launches. The store is the only resume state: planning the same
 grid again after an interruption leaves exactly the unfinished trials to run.
 """
 

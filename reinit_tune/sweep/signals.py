@@ -7,13 +7,13 @@ Ctrl+C handler leaves no trace of the interruption (the command then exited 1, n
 Here all three are recorded and, during a Tune run, ask Tune to end it cleanly: running
 trials stop, finished trials are already stored, and the summary says to rerun. Tune's stop
 is reached through its SIGUSR1 handler (Tune's SIGINT handler is turned off with its
-``TUNE_DISABLE_SIGINT_HANDLER``, so that Ctrl+C comes here first). A second signal, or one
-outside a Tune run, raises ``KeyboardInterrupt``: the command stops at once.
+``TUNE_DISABLE_SIGINT_HANDLER``, set by ``reinit_tune.sweep.environment``, so that Ctrl+C
+comes here first). A second signal, or one outside a Tune run, raises ``KeyboardInterrupt``:
+the command stops at once.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 from types import FrameType
@@ -58,7 +58,6 @@ def forward_sigterm() -> None:
     installs its own handlers). Only the main thread may set handlers."""
     if threading.current_thread() is not threading.main_thread():
         return
-    os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
     _before_tune[0] = signal.getsignal(signal.SIGUSR1)
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop)

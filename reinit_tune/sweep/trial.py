@@ -4,8 +4,9 @@ The config picks the mode: finetuning (optionally after an intermediate task, 00
 linear probe on a frozen layer (003 §3).
 
 ``run_trial`` is the Ray Tune function trainable; ``execute`` does the same work without Ray
-(tests, benchmarks, debugging one config). Each epoch's report is a flat dict that the
-driver turns into store rows (``reinit_tune.sweep.runner.StoreWriter``).
+(tests, benchmarks, debugging one config). Each epoch is reported as the trial's
+``reinit_tune.outcome.TrialOutcome``, which the driver writes to the store
+(``reinit_tune.sweep.writer.StoreWriter``).
 
 Long trials checkpoint: an epoch that took at least ``checkpoint_after_s`` seconds (and is
 not the last) is reported with a Tune checkpoint of the full training state, so a trial whose
@@ -16,6 +17,8 @@ from scratch. Short trials skip checkpoints: rerunning them costs less than writ
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import json
 import math
 import os
@@ -40,13 +43,14 @@ from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError, TrialDiverged
 from reinit_tune.model.build import build_model, load_pretrained
 from reinit_tune.model.surgery import layer_stack
+from reinit_tune.outcome import EpochRecord, Status, TrialOutcome
 from reinit_tune.similarity.layers import (
     BATCH_SIZE,
     compare_models,
     json_safe,
     pretrained_distances,
 )
-from reinit_tune.sweep.claims import SKIPPED, Context, begin
+from reinit_tune.sweep.claims import Context, begin
 from reinit_tune.sweep.options import SimilarityOptions, TrialRuntime
 from reinit_tune.tasks import get_task
 from reinit_tune.training import sequential
@@ -74,24 +78,39 @@ def library_versions() -> str:
     return json.dumps(versions, sort_keys=True)
 
 
-def epoch_report(
-    config: TrialConfig, result: EpochResult, setup: TrainSetup, setup_time_s: float
-) -> dict[str, Any]:
-    spec = config.task_spec
-    return {
-        "epoch": result.epoch,
-        "train_loss": result.train_loss,
-        "eval_loss": result.eval_loss if result.metrics else None,  # None: not evaluated
-        **{f"eval_{name}": value for name, value in result.metrics.items()},
-        "score": result.metrics.get(spec.primary),
-        "train_time_s": result.train_time_s,
-        "eval_time_s": result.eval_time_s,
-        "train_examples_per_s": result.train_examples_per_s,
-        "train_examples": result.train_examples,
-        "setup_time_s": setup_time_s,
-        "device": setup.device,
-        "precision_used": setup.precision,
-    }
+def epoch_outcome(base: TrialOutcome, config: TrialConfig, result: EpochResult,
+                  setup: TrainSetup, similarity: tuple = ()) -> TrialOutcome:
+    """``base`` (the trial's outcome before any epoch) with the one epoch ``result``: what
+    the worker reports after each epoch."""
+    record = EpochRecord(
+        epoch=result.epoch,
+        train_loss=result.train_loss,
+        eval_loss=result.eval_loss if result.metrics else None,  # None: not evaluated
+        score=result.metrics.get(config.task_spec.primary),
+        metrics=dict(result.metrics),
+        train_time_s=result.train_time_s,
+        eval_time_s=result.eval_time_s,
+        train_examples_per_s=result.train_examples_per_s,
+        train_examples=result.train_examples,
+        device=setup.device,
+        precision_used=setup.precision,
+        steps=tuple(tuple(s) for s in result.steps or ()),
+    )
+    return dataclasses.replace(base, epochs=(record,), similarity=similarity)
+
+
+def worker_fields() -> dict[str, Any]:
+    """What a trial's outcome records of the Ray worker that ran it."""
+    import ray
+
+    return {"node_id": ray.get_runtime_context().get_node_id(),
+            "hostname": socket.gethostname(), "versions": library_versions()}
+
+
+def failure_outcome(trial_id: str, error: BaseException, **worker: Any) -> TrialOutcome:
+    """The outcome of a trial that raised ``error`` (not an infrastructure failure)."""
+    status = Status.DIVERGED if isinstance(error, TrialDiverged) else Status.FAILED
+    return TrialOutcome(trial_id, status, error=failure_text(error), **worker)
 
 
 def wants_checkpoint(result: EpochResult, epochs: int, checkpoint_after_s: float) -> bool:
@@ -102,26 +121,19 @@ def wants_checkpoint(result: EpochResult, epochs: int, checkpoint_after_s: float
 
 def trial_data(config: TrialConfig, data_dir: str | None, allow_subset: bool
                ) -> tuple[data.Encoded, dict[str, data.Encoded], dict[str, Any]]:
-    """The seeded train subset and dev splits of ``config`` (``data.train_and_devs``) and
-    what every report of the trial records about its data: whether a subset file held fewer
-    examples than the size asks (``data_subset``), the data's fingerprint and source, and
-    the scores of not learning on the primary dev split (``majority_score``,
+    """The seeded train subset and dev splits of ``config`` (``data.TrialData``, found once)
+    and what every report of the trial records about its data: whether a subset file held
+    fewer examples than the size asks (``data_subset``), the data's fingerprint and source,
+    and the scores of not learning on the primary dev split (``majority_score``,
     ``chance_score``)."""
-    train, devs = data.train_and_devs(
-        config.task, config.model, config.max_seq_length, config.train_size, config.seed,
-        data_dir, allow_subset=allow_subset,
-    )
-    wanted = data.train_count(config.task, config.train_size, data_dir,
-                              available=train.num_examples).wanted
-    fingerprint, source = data.data_identity(config.task, data_dir, config.intermediate_task)
-    # The intermediate phase trains at the trial's size too: a subset there counts alike.
-    short = train.num_examples < wanted or (
-        config.intermediate_task is not None
-        and data.train_count(config.intermediate_task, config.train_size, data_dir).short)
+    found = data.TrialData.of(config, data_dir, allow_subset)
+    train, devs = found.load(config.model, config.max_seq_length)
+    fingerprint, source = found.identity()
     majority, chance = reference_scores(config.task, next(iter(devs.values())))
-    return train, devs, {"data_subset": short, "data_fingerprint": fingerprint,
-                         "data_source": source, "majority_score": majority,
-                         "chance_score": chance}
+    # The intermediate phase trains at the trial's size too: a subset there counts alike.
+    return train, devs, {"data_subset": found.short(train.num_examples),
+                         "data_fingerprint": fingerprint, "data_source": source,
+                         "majority_score": majority, "chance_score": chance}
 
 
 def execute(
@@ -129,7 +141,7 @@ def execute(
     *,
     data_dir: str | None = None,
     use_gpu: bool = True,
-    report: Callable[[dict[str, Any], dict | None], None] | None = None,
+    report: Callable[[TrialOutcome, dict | None], None] | None = None,
     resume: dict | None = None,
     checkpoint_after_s: float = math.inf,
     similarity: SimilarityOptions | None = None,
@@ -138,15 +150,16 @@ def execute(
     every_epoch: bool = True,
     allow_subset: bool = False,
 ) -> list[dict[str, Any]]:
-    """Run one trial and return its per-epoch reports.
+    """Run one trial and return its per-epoch reports (``TrialOutcome.reports``).
 
-    Each report goes to ``report(record, state)``; ``state`` is the resumable training state
-    (``reinit_tune.training.loop.training_state``) when ``wants_checkpoint`` says so, else
-    None. ``resume`` continues from such a state: only the epochs after it run and are
-    returned. With ``similarity`` the final epoch's report carries ``similarity_rows`` (JSON,
-    one row per layer, ``reinit_tune.similarity.layers``); with ``model_dir`` the finetuned
-    model and its tokenizer are saved there (``save_pretrained``). With ``log_every`` each
-    report carries ``steps``: (step, loss, lr) of every log_every-th step of its epoch.
+    Each epoch's outcome (``epoch_outcome``) goes to ``report(outcome, state)``; ``state`` is
+    the resumable training state (``reinit_tune.training.loop.training_state``) when
+    ``wants_checkpoint`` says so, else None. ``resume`` continues from such a state: only the
+    epochs after it run and are returned. With ``similarity`` the final epoch's outcome
+    carries its ``similarity`` rows (one per layer, ``reinit_tune.similarity.layers``); with
+    ``model_dir`` the finetuned model and its tokenizer are saved there
+    (``save_pretrained``). With ``log_every`` each epoch carries ``steps``: (step, loss, lr)
+    of every log_every-th step of its epoch.
     ``every_epoch=False`` scores the dev split after the last epoch only. ``allow_subset``
     trains on all of a subset train file where it holds fewer examples than the size asks
     of the official split (else ``data.SubsetError``); every report says whether it did
@@ -163,15 +176,12 @@ def execute(
     num_layers = len(layer_stack(model))
     reference = copy.deepcopy(model) if similarity is not None else None
     setup_time = time.perf_counter() - start
-    reports: list[dict[str, Any]] = []
+    base = TrialOutcome(config.trial_id, num_layers=num_layers, setup_time_s=setup_time,
+                        resumed_from_epoch=resume["epoch"] if resume else 0, **provenance)
+    reported: list[TrialOutcome] = []
 
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:
-        record = epoch_report(config, result, setup, setup_time)
-        record["num_layers"] = num_layers
-        record.update(provenance)
-        if result.steps:
-            record["steps"] = json.dumps(result.steps)
-        record["resumed_from_epoch"] = resume["epoch"] if resume else 0
+        rows = ()
         if result.epoch == config.epochs:  # the model is final: measure and save it now
             if reference is not None:
                 rows = final_similarity(model, reference, dev, similarity)
@@ -179,13 +189,13 @@ def execute(
                     model, load_pretrained(config.model, config.task))
                 for row in rows:
                     row["w_output_spectral_pretrained"] = from_pretrained.get(row["layer"])
-                record["similarity_rows"] = json.dumps(rows)
             if model_dir is not None:
                 save_model(model, config.model, model_dir)
-        reports.append(record)
+        outcome = epoch_outcome(base, config, result, setup, tuple(rows))
+        reported.append(outcome)
         if report is not None:
             checkpoint = wants_checkpoint(result, config.epochs, checkpoint_after_s)
-            report(record, setup.state() if checkpoint and setup.state else None)
+            report(outcome, setup.state() if checkpoint and setup.state else None)
 
     run = dict(use_gpu=use_gpu, on_epoch=on_epoch, resume=resume, log_every=log_every,
                every_epoch=every_epoch)
@@ -194,7 +204,7 @@ def execute(
                     opt=Optimization.of(config), **run)
     else:
         finetune_config(model, train, devs, config, **run)
-    return reports
+    return functools.reduce(TrialOutcome.then, reported, base).reports()
 
 
 def reference_scores(task: str, dev: data.Encoded) -> tuple[float, float | None]:
@@ -271,10 +281,11 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
     run's ``runtime``). A retried trial resumes from its last checkpoint, if it wrote one.
 
     Only infrastructure failures (``is_infrastructure_failure``) propagate to Tune, which
-    retries them; any other exception is reported as ``{"failed": text, "epoch": -1}`` and
+    retries them; any other exception is reported as a failed (or diverged) outcome and
     the trial ends, since running it again would fail the same way. With ``claims`` (several
-    drivers on one store) a trial another driver holds or stored is not trained: it reports
-    ``{SKIPPED: why, "epoch": 0}`` (``reinit_tune.sweep.claims``)."""
+    drivers on one store) a trial another driver holds or stored is not trained: its outcome
+    is ``Status.SKIPPED`` with why (``reinit_tune.sweep.claims``). Every report is
+    ``TrialOutcome.tune_metrics``."""
     import datasets
     import ray  # here, not above: ``execute`` runs without Ray (benchmarks, a GPU box)
     from ray import tune
@@ -289,24 +300,24 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
     assigned = context.get_assigned_resources()
     # Ray pins OMP threads per worker; torch must match the CPUs this trial was given.
     torch.set_num_threads(max(1, int(assigned.get("CPU", 1))))
-    static = {"node_id": context.get_node_id(), "hostname": socket.gethostname(),
-              "versions": library_versions()}
+    worker = worker_fields()
     if (why := begin(claims, config.trial_id)) is not None:
-        tune.report({SKIPPED: why, "epoch": 0, **static})
+        tune.report(TrialOutcome(config.trial_id, Status.SKIPPED, error=why,
+                                 **worker).tune_metrics())
         return
     resume = None
     if (checkpoint := tune.get_checkpoint()) is not None:
         with checkpoint.as_directory() as folder:
             resume = load_state(folder)
 
-    def report(record: dict[str, Any], state: dict | None) -> None:
+    def report(outcome: TrialOutcome, state: dict | None) -> None:
+        metrics = dataclasses.replace(outcome, **worker).tune_metrics()
         if state is None:
-            tune.report({**record, **static})
+            tune.report(metrics)
             return
         with tempfile.TemporaryDirectory(prefix="reinit-tune-ckpt-") as folder:
             save_state(state, folder)  # Tune copies the folder to storage before returning
-            tune.report({**record, **static},
-                        checkpoint=tune.Checkpoint.from_directory(folder))
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
 
     try:
         execute(
@@ -330,4 +341,4 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
         # it once instead of retrying, so the driver stores it and can stop a sweep whose
         # trials all fail alike.
         traceback.print_exc()  # the trial's log (and the driver's console) keep the stack
-        tune.report({"failed": failure_text(e), "epoch": -1, **static})
+        tune.report(failure_outcome(config.trial_id, e, **worker).tune_metrics())

@@ -38,6 +38,7 @@ from torch import nn
 from transformers import get_linear_schedule_with_warmup
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
+from reinit_tune.config import default
 from reinit_tune.data import Encoded
 from reinit_tune.errors import TrialDiverged
 from reinit_tune.seeding import derive_seed
@@ -82,16 +83,17 @@ class TrainSetup:
 
 @dataclass(frozen=True)
 class Optimization:
-    """How a trial trains: its learning rate, batching, epochs, seed and precision."""
+    """How a trial trains: its learning rate, batching, epochs, seed and precision. The
+    defaults are ``TrialConfig``'s, but batches are uniformly shuffled unless asked."""
 
-    lr: float = 2e-5
-    batch_size: int = 8
-    epochs: int = 3
-    seed: int = 0
-    precision: str = "fp32"
+    lr: float = default("lr")
+    batch_size: int = default("batch_size")
+    epochs: int = default("epochs")
+    seed: int = default("seed")
+    precision: str = default("precision")
     length_grouped: bool = False
-    schedule: str = "linear"
-    warmup_ratio: float = 0.0
+    schedule: str = default("schedule")
+    warmup_ratio: float = default("warmup_ratio")
 
     @classmethod
     def of(cls, config: TrialConfig) -> Optimization:

@@ -40,12 +40,12 @@ DECOYS = {
     "batch_size": {"batch_size": 32},
     "model": {"model": "other-org/other-bert"},
     "max_seq_length": {"max_seq_length": 64},
-    "length_grouped": {"length_grouped": True},
+    "length_grouped": {"length_grouped": False},  # the default is True
     "schedule": {"schedule": "slanted-triangular"},
 }
 LABELS = {"lr": "lr 5e-05", "epochs": "10 epochs", "precision": "bf16",
           "init_scheme": "init authors-code", "batch_size": "batch 32", "model": "other-bert",
-          "max_seq_length": "max 64 tokens", "length_grouped": "length-grouped",
+          "max_seq_length": "max 64 tokens", "length_grouped": "uniform batches",
           "schedule": "slanted-triangular schedule"}
 
 

@@ -33,9 +33,9 @@ def test_a_token_dashboard_says_how_to_open_it(monkeypatch, caplog):
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", "/shared/ray-token")
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
-    cluster.name_job("progressive", ["my-bert"], "results/progressive")
+    job = cluster.name_job("progressive", ["my-bert"], "results/progressive")
     with caplog.at_level(logging.INFO, logger="reinit_tune"):
-        cluster.connect_ray()
+        cluster.connect_ray(job)
     line = next(r.getMessage() for r in caplog.records if "Ray dashboard" in r.getMessage())
     assert "http://127.0.0.1:8265" in line
     assert "`ray get-auth-token`" in line and "/shared/ray-token" in line
@@ -59,8 +59,7 @@ def test_the_token_hint_names_where_the_token_is():
 NAMED = """
 from reinit_tune.sweep import cluster
 cluster.secure_local_ray()
-cluster.name_job("progressive", ["tiny"], "/r/progressive")
-cluster.connect_ray()
+cluster.connect_ray(cluster.name_job("progressive", ["tiny"], "/r/progressive"))
 import ray
 infos = ray._private.worker.global_worker.gcs_client.get_all_job_info()
 print("JOBS", sorted(i.config.metadata.get("job_name", "") for i in infos.values()))

@@ -12,7 +12,7 @@ import pytest
 
 from reinit_tune import families, store
 from reinit_tune.families import Grid
-from reinit_tune.sweep import runner
+from reinit_tune.sweep import launch
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import make_plan
 from reinit_tune.sweep.runner import run_sweep
@@ -59,7 +59,7 @@ def test_trials_failing_alike_stop_the_sweep_without_retries(ray_local, tiny_ber
     # every trial fails the same way, so retrying or running the rest is pointless.
     (model / "model.safetensors").write_bytes(b"\0" * 64)
     start = time.perf_counter()
-    summary = runner.launch(plan)
+    summary = launch.launch(plan)
     seconds = time.perf_counter() - start
     assert summary.retries == 0 and summary.ok == 0
     assert 2 <= summary.failed < len(configs) and summary.not_finished > 0
@@ -94,16 +94,16 @@ def test_a_store_that_cannot_be_written_stops_the_sweep(ray_local, tiny_bert, gl
 
 def test_a_halted_chunk_starts_no_further_chunk(ray_local, tiny_bert, glue_dir, tmp_path,
                                                 monkeypatch):
-    """A large sweep runs as several ``Tuner.fit`` calls (``runner.chunk_size``); a halt in
+    """A large sweep runs as several ``Tuner.fit`` calls (``launch.chunk_size``); a halt in
     one of them ends the sweep, it does not go on with the next chunk."""
-    monkeypatch.setattr(runner, "chunk_size", lambda *resources: 2)
+    monkeypatch.setattr(launch, "chunk_size", lambda *resources: 2)
     model = tmp_path / "model"
     shutil.copytree(tiny_bert, model)
     configs = grid(str(model), "rte", str(glue_dir), ks=(0, 1, 2, 3, 4), seeds=2)
     plan = make_plan(configs, RunOptions(results_dir=tmp_path / "results",
                                          data_dir=str(glue_dir), max_failures=2))
     (model / "model.safetensors").write_bytes(b"\0" * 64)  # every trial fails alike
-    summary = runner.launch(plan)
+    summary = launch.launch(plan)
     assert (summary.failed, summary.not_finished) == (2, len(configs) - 2)
     assert summary.stopped and "failed, 2 of them with the same error" in summary.stopped
     runs = [p for p in (tmp_path / "results" / "_tune").iterdir() if p.is_dir()]

@@ -73,7 +73,7 @@ def test_checkpoint_and_resume_on_cuda(tiny_bert, glue_dir):
     states = {}
     whole = trial.execute(config, data_dir=str(glue_dir), use_gpu=True, checkpoint_after_s=0,
                           report=lambda record, state: states.setdefault(
-                              record["epoch"], {k: v for k, v in state.items()}
+                              record.epoch, {k: v for k, v in state.items()}
                               if state else None))
     resumed = trial.execute(config, data_dir=str(glue_dir), use_gpu=True, resume=states[2])
     assert resumed[0]["epoch"] == 3 and resumed[0]["resumed_from_epoch"] == 2

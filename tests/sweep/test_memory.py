@@ -154,3 +154,18 @@ def test_ten_thousand_word_texts_are_truncated_in_bounded_memory(tmp_path, tiny_
     assert count == rows and longest == 32
     # > 0: the measure sees this process's own growth (tokenizing does allocate)
     assert 0 < grew < 300 * 2**20, f"tokenizing grew the process by {grew / 2**20:.0f} MB"
+
+
+def test_memory_cost_and_packs_count_parameters_one_way():
+    """One parameter count (``ModelShape.parameter_count``): bert-base's 110M, less the
+    pooler; the pack estimate is 16 bytes of it per member plus activations."""
+    from reinit_tune.sweep import cost, packs
+
+    base = ModelShape(12, 12, 768)
+    assert base.parameter_count() == pytest.approx(109.5e6, rel=0.01)
+    activations = packs.member_bytes(base, 1, 8) - 16 * base.parameter_count()
+    assert 0 < activations < 16 * base.parameter_count() / 100
+    large, note = cost.recorded_coefficients(ModelShape(24, 16, 1024), "fp32")
+    recorded = cost.RECORDED[(12, 768, "fp32")]
+    assert large.step_s == pytest.approx(
+        recorded.step_s * ModelShape(24, 16, 1024).parameter_count() / base.parameter_count())

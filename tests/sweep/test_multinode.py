@@ -17,7 +17,7 @@ import pytest
 
 from reinit_tune import families, store
 from reinit_tune.families import Grid
-from reinit_tune.sweep import memory, runner
+from reinit_tune.sweep import launch, memory, runner
 from reinit_tune.sweep.options import RunOptions
 from tests.helpers import (
     REPO,
@@ -151,7 +151,7 @@ def test_a_fit_ended_by_a_lost_worker_runs_the_unfinished_trials_again(
         return real_fit(self)
 
     monkeypatch.setattr(tune.Tuner, "fit", fit)
-    monkeypatch.setattr(runner, "chunk_size", lambda *resources: 2)  # 2 fits: 2 and 1
+    monkeypatch.setattr(launch, "chunk_size", lambda *resources: 2)  # 2 fits: 2 and 1
     configs = families.get("progressive").configs(
         Grid(tiny_bert, tasks=("rte",), sizes=(16,), seeds=1, epochs=1,
              data_dir=str(glue_dir)), k=[0, 2, 4])

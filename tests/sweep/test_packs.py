@@ -64,7 +64,7 @@ def test_execute_pack_reports_each_member_as_its_unpacked_trial(tiny_bert, glue_
     configs = [base.replace(reinit_layers=(1, 2, 3)), base.replace(layer_order=(1, 0, 3, 2))]
     seen = []
     got = packs.execute_pack(configs, data_dir=str(glue_dir), use_gpu=False,
-                             report=lambda tid, record: seen.append((tid, record["epoch"])))
+                             report=lambda tid, record: seen.append((tid, record.epoch)))
     assert sorted(seen) == sorted((c.trial_id, e) for c in configs for e in (1, 2))
     for config in configs:
         reports, error = got[config.trial_id]
@@ -212,8 +212,9 @@ def test_a_failed_pack_keeps_each_members_own_outcome(tmp_path):
     from types import SimpleNamespace
 
     from reinit_tune import store
-    from reinit_tune.sweep import claims
-    from reinit_tune.sweep.runner import StoreWriter, SweepSummary
+    from reinit_tune.outcome import Status, TrialOutcome
+    from reinit_tune.sweep.summary import SweepSummary
+    from reinit_tune.sweep.writer import StoreWriter
 
     base = TrialConfig("tiny", "rte", train_size=16, epochs=1)
     held, diverged, plain = (base.replace(reinit_layers=(k,)) for k in (0, 1, 2))
@@ -223,10 +224,11 @@ def test_a_failed_pack_keeps_each_members_own_outcome(tmp_path):
                          packs={"p": list(configs)})
     trial = SimpleNamespace(config={"trial": {"trial_id": "p"}}, num_failures=2,
                             error_file=None, checkpoint=None)
-    writer.on_trial_result(0, [], trial, {claims.SKIPPED: "being trained by another driver",
-                                          "epoch": 0, packs.MEMBER: held.trial_id})
-    writer.on_trial_result(0, [], trial, {"failed": "diverged: the training loss is nan",
-                                          "epoch": -1, packs.MEMBER: diverged.trial_id})
+    writer.on_trial_result(0, [], trial, TrialOutcome(
+        held.trial_id, Status.SKIPPED, error="being trained by another driver").tune_metrics())
+    writer.on_trial_result(0, [], trial, TrialOutcome(
+        diverged.trial_id, Status.DIVERGED,
+        error="diverged: the training loss is nan").tune_metrics())
     writer.on_trial_error(0, [], trial)
     rows = store.load_trials(tmp_path).set_index("trial_id")
     assert set(rows.index) == {diverged.trial_id, plain.trial_id}  # nothing for the held one

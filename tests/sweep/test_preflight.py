@@ -613,7 +613,7 @@ def sweep_env(monkeypatch):
     Ray's tasks (and a GPU for "cluster-gpu" rows); no trial may ever start."""
     started = []
 
-    def connect():
+    def connect(job=None):
         started.append("ray")
         cluster.choose_address()  # the real address logic, without starting Ray
 

@@ -18,9 +18,10 @@ from reinit_tune.errors import InputError
 from reinit_tune.families import Grid
 from reinit_tune.families.permutations import permutation
 from reinit_tune.hardware import resolve_precision
+from reinit_tune.sweep.launch import launch
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import make_plan
-from reinit_tune.sweep.runner import launch, run_sweep
+from reinit_tune.sweep.runner import run_sweep
 from reinit_tune.training import sequential
 from tests.helpers import REPO, cli
 

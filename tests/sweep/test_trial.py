@@ -39,7 +39,7 @@ def test_one_trial_run_twice_gives_identical_metrics(config, glue_dir):
 def test_execute_checkpoints_only_long_epochs_and_never_the_last(config, glue_dir):
     seen = []
     trial.execute(config, data_dir=str(glue_dir), use_gpu=False, checkpoint_after_s=0,
-                  report=lambda record, state: seen.append((record["epoch"], state)))
+                  report=lambda record, state: seen.append((record.epoch, state)))
     assert [(epoch, state is not None) for epoch, state in seen] == [
         (1, True), (2, True), (3, False)]
     assert seen[1][1]["epoch"] == 2 and set(seen[1][1]) >= {"model", "optimizer", "scheduler"}
@@ -54,7 +54,7 @@ def test_execute_resumes_and_records_where(config, glue_dir):
     states = {}
     whole = trial.execute(config, data_dir=str(glue_dir), use_gpu=False, checkpoint_after_s=0,
                           report=lambda record, state: states.setdefault(
-                              record["epoch"], copy.deepcopy(state)))
+                              record.epoch, copy.deepcopy(state)))
     resumed = trial.execute(config, data_dir=str(glue_dir), use_gpu=False, resume=states[2])
     assert metrics(resumed) == metrics(whole[2:])
     assert [r["resumed_from_epoch"] for r in whole] == [0, 0, 0]

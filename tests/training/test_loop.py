@@ -77,8 +77,10 @@ def test_batch_order_is_seeded(sst2_subset):
 
 
 def test_length_grouping_is_part_of_the_trial_identity():
-    base = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500)
-    assert base.length_grouped is False  # stored trials that predate the field ran shuffled
+    base = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, length_grouped=False)
+    # stored trials that predate the field ran shuffled
+    assert TrialConfig.from_dict({k: v for k, v in base.to_dict().items()
+                                  if k != "length_grouped"}) == base
     grouped = base.replace(length_grouped=True)
     assert grouped.trial_id != base.trial_id
     assert TrialConfig.from_dict(grouped.to_dict()) == grouped

@@ -11,7 +11,7 @@ import pytest
 
 from reinit_tune import families
 from reinit_tune.errors import InputError
-from reinit_tune.sweep import runner
+from reinit_tune.sweep import launch
 from tests.helpers import REPO, cli
 
 COMMAND = str(Path(sys.executable).with_name("reinit-tune"))
@@ -59,11 +59,11 @@ def test_bad_input_exits_2_but_a_failure_after_launch_is_not_called_bad_input(
     assert code == 2 and out.startswith("error: --layers: [7] out of range")
     assert "Traceback" not in out
 
-    def broken(plan):
+    def broken(plan, out=None):
         raise InputError("raised inside a running sweep")
 
-    monkeypatch.setattr(runner, "connect", lambda plan: None)
-    monkeypatch.setattr(runner, "launch", broken)
+    monkeypatch.setattr(launch, "connect", lambda plan, job=None: None)
+    monkeypatch.setattr(launch, "launch", broken)
     with pytest.raises(InputError, match="inside a running sweep"):
         cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte", "--sizes",
             "8", "--seeds", "1", "--k", "0", "--data-dir", str(glue_dir), "--results",

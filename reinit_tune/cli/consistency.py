@@ -1,0 +1,45 @@
+"""``reinit-tune consistency``: every pair of seeds and of tasks of a store compared layer by
+layer (002 §5), from the trials' saved models."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reinit_tune.cli.formatting import Help, positive_int
+from reinit_tune.errors import InputError
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    pairs = commands.add_parser(
+        "consistency", help="compare every pair of seeds and of tasks of a store (002 §5)",
+        formatter_class=Help,
+        description="002 §5's consistency analyses: every two trials of the store that differ "
+                    "only in their seed, and every two that differ only in their task (and its "
+                    "hyperparameters), compared layer by layer on dev examples, into "
+                    "RESULTS/pairs/. Needs the trials' saved models (--save-model).")
+    pairs.add_argument("--results", default="results", help="results store folder")
+    pairs.add_argument("--examples", type=positive_int, default=200,
+                       help="dev examples of each task (002 §5.2 uses 200)")
+    pairs.add_argument("--experiment", default=None,
+                       help="only the trials of this family (default: every family)")
+    pairs.add_argument("--data-dir", default=None,
+                       help="data folder (default: $REINIT_TUNE_DATA, else the hub)")
+
+
+def command(args: argparse.Namespace) -> int:
+    from reinit_tune.similarity.pairs import consistency
+
+    results = Path(args.results)
+    if not results.is_dir():
+        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+        return 2
+    try:
+        done = consistency(results, examples=args.examples, data_dir=args.data_dir,
+                           experiment=args.experiment)
+    except (InputError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{done} pairs compared into {results / 'pairs'}; `reinit-tune report` draws them")
+    return 0

@@ -1,0 +1,40 @@
+"""``reinit-tune report``: every figure and table a results store supports, drawn into one
+self-contained report.html (``reinit_tune.analysis.report``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reinit_tune.cli.formatting import Help
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser("report", help="figures, tables and an HTML report from a "
+                                 "results store", formatter_class=Help,
+                                 description="Draw every figure and table the store supports "
+                                             "into one self-contained report.html.")
+    report.add_argument("--results", default="results", help="results store folder")
+    report.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
+    report.add_argument("--only", nargs="+", default=None, metavar="FIGURE",
+                        help="draw only these figures and print their numbers")
+    report.add_argument("--max-panels", type=int, default=None, metavar="N",
+                        help="panels (settings) one figure draws at most; the settings with "
+                             "the most runs are drawn, every setting's numbers are tabled "
+                             "(default: 12)")
+
+
+def command(args: argparse.Namespace) -> int:
+    from reinit_tune.analysis import report
+
+    keys = {s.key for s in report.sections()}
+    if args.only and not set(args.only) <= keys:
+        print(f"error: --only {sorted(set(args.only) - keys)}: no such figure; known: "
+              f"{', '.join(sorted(keys))}", file=sys.stderr)
+        return 2
+    if args.max_panels is not None and args.max_panels < 1:
+        print(f"error: --max-panels {args.max_panels}: give 1 or more", file=sys.stderr)
+        return 2
+    return report.run(Path(args.results), Path(args.out) if args.out else None, args.only,
+                      max_panels=args.max_panels)

@@ -1,0 +1,49 @@
+"""``reinit-tune store compact|check``: merge a results store's per-trial files, or name what
+its readers skip."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reinit_tune.cli.formatting import Help
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    maintain = commands.add_parser(
+        "store", help="compact or check a results store", formatter_class=Help,
+        description="Maintain a results store. Sweeps write one small Parquet file per trial "
+                    "(and per table); `compact` merges them into a few large files, which "
+                    "every reader loads in a fraction of a second (safe while sweeps write "
+                    "and reports read; sweeps compact by themselves past "
+                    "2,000 small files). `check` reads every table and names what readers "
+                    "skip: unreadable or foreign files, malformed rows, trials whose epoch "
+                    "rows are unreadable (the next sweep runs those again).")
+    actions = maintain.add_subparsers(dest="action", required=True, metavar="ACTION")
+    for action, text in (("compact", "merge the per-trial files into compacted files"),
+                         ("check", "report unreadable files, malformed rows and trials whose "
+                                   "epoch rows are unreadable (exit status 1 if any)")):
+        sub = actions.add_parser(action, help=text, description=text, formatter_class=Help)
+        sub.add_argument("--results", default="results", help="results store folder")
+
+
+def command(args: argparse.Namespace) -> int:
+    import time
+
+    from reinit_tune import store
+
+    results = Path(args.results)
+    if not results.is_dir():
+        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+        return 2
+    if args.action == "check":
+        check = store.check_store(results)
+        print(check)
+        return 0 if check.clean else 1
+    start = time.perf_counter()
+    merged = store.compact(results)
+    files = ", ".join(f"{n} {name}" for name, n in merged.items() if n) or "nothing"
+    print(f"compacted {results} in {time.perf_counter() - start:.1f} s: merged {files} "
+          f"per-trial files; {store.small_file_count(results)} per-trial files left")
+    return 0

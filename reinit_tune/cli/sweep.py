@@ -1,0 +1,293 @@
+"""``reinit-tune sweep <family>`` and ``python sweeps/<family>.py``: the flags every sweep
+shares with the family's defaults, then the family's own (``add_sweep_flags``); what they
+describe as typed values (``grid_of``, ``configs_of``, ``run_options``); and the command,
+which runs them through the one orchestrator (``reinit_tune.sweep.runner.Sweep``, also the
+Python API's ``run_sweep``) and maps its summary to the exit status: 0 done, 1 some trials
+failed or did not finish, 2 bad input found before anything started, 128 + the signal when
+interrupted (130 Ctrl+C, 143 SIGTERM, 129 SIGHUP; the summary is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from reinit_tune import families
+from reinit_tune.cli.formatting import Help, escape, positive_int
+from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES, TrialConfig
+from reinit_tune.errors import InputError
+from reinit_tune.families.base import (
+    DEFAULT_INIT_SCHEME,
+    DEFAULT_LENGTH_GROUPED,
+    DEFAULT_PRECISION,
+    Family,
+    Grid,
+    parse_size,
+)
+from reinit_tune.hardware import resolve_precision
+from reinit_tune.model.shape import EMBEDDED_MODEL, shape_for
+from reinit_tune.sweep import signals
+from reinit_tune.sweep.options import (
+    DATA_CHANGED,
+    DEFAULT_CHECKPOINT_AFTER_S,
+    Resources,
+    RunOptions,
+    SimilarityOptions,
+    pack_size_arg,
+)
+from reinit_tune.tasks import TASKS
+
+# The run flags' defaults are the typed options' own, so the command and the Python API agree.
+_RUN = RunOptions()
+
+
+def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
+    """The flags every sweep shares, with ``family``'s defaults, then the family's own."""
+    training, run_defaults = family.training, family.run
+    def shown(value) -> str:
+        return " ".join("full" if v is None else f"{v:g}" for v in value) \
+            if isinstance(value, tuple) else f"{value:g}"
+
+    per_task = "; ".join(
+        f"{task}: " + ", ".join(f"{k.replace('_', ' ')} {shown(v)}"
+                                for k, v in vars(own).items() if v is not None)
+        for task, own in family.per_task.items())
+    common = p.add_argument_group(
+        "what to train" + (f" (per task unless set here: {per_task})" if per_task else ""))
+    common.add_argument("--model", default=None,
+                        help=f"hub id, local save_pretrained folder, or {EMBEDDED_MODEL} "
+                             f"(the embedded 6-layer MiniLM) (default: {family.model})")
+    common.add_argument("--tasks", nargs="+", default=list(family.tasks), choices=sorted(TASKS),
+                        metavar="TASK", help=f"GLUE tasks, of: {' '.join(sorted(TASKS))}")
+    sizes = " ".join("full" if v is None else str(v) for v in family.sizes)
+    common.add_argument("--sizes", nargs="+", type=parse_size, default=None,
+                        help="train subset sizes: counts, fractions in (0,1), or 'full' "
+                             f"(default: {sizes}{' unless set per task' if per_task else ''})")
+    common.add_argument("--seeds", type=positive_int, default=None,
+                        help="runs per setting, seeds 0..N-1 (default: "
+                             + (str(family.seeds) if family.seeds
+                                else "50 at <=500 examples, else 3") + ")")
+    common.add_argument("--epochs", type=int, default=None,
+                        help=f"training epochs (default: {family.epochs})"
+                        if family.epochs is not None
+                        else "finetuning epochs (default: 5 at <=500 examples, else 3)")
+    common.add_argument("--lr", type=float, default=None,
+                        help=f"peak learning rate of AdamW (default: {training.lr:g})")
+    common.add_argument("--batch-size", type=int, default=None,
+                        help=f"training batch size (default: {training.batch_size})")
+    common.add_argument("--max-seq-length", type=int, default=None,
+                        help="longer inputs are truncated (default: "
+                             f"{training.max_seq_length})")
+    common.add_argument("--schedule", choices=SCHEDULES, default=None,
+                        help="learning-rate schedule: linear decay (after --warmup-ratio) or "
+                             "002's slanted triangular (default: "
+                             f"{training.schedule})")
+    common.add_argument("--warmup-ratio", type=float, default=None,
+                        help="share of the steps the linear schedule warms up over "
+                             f"(default: {training.warmup_ratio:g})")
+    common.add_argument("--precision", choices=("auto", *PRECISIONS), default=DEFAULT_PRECISION,
+                        help="auto: bf16 autocast where the trials' device computes bf16 "
+                             "natively (GPUs that support it; CPUs with AVX512-BF16 or AMX), "
+                             "fp32 elsewhere; resolved here before the trial ids")
+    common.add_argument("--init-scheme", choices=INIT_SCHEMES, default=DEFAULT_INIT_SCHEME,
+                        help="distribution of reinitialized weights: 'bert' (003 App. A) or "
+                             "'authors-code' (what the 003 authors' code did; see README)")
+    common.add_argument("--length-grouped", action=argparse.BooleanOptionalAction,
+                        default=DEFAULT_LENGTH_GROUPED,
+                        help="batch examples of similar length together (less padding, several "
+                             "times faster); --no-length-grouped shuffles uniformly as run_glue "
+                             f"does (default: {'on' if DEFAULT_LENGTH_GROUPED else 'off'})")
+    common.add_argument("--num-layers", type=int, default=None,
+                        help="layer count of a --model that cannot be inspected here (a hub id "
+                             "offline): for dry runs")
+    common.add_argument("--num-heads", type=int, default=None,
+                        help="head count of such a model, with --num-layers")
+    if family.flags:
+        own = p.add_argument_group(f"{family.name} grid")
+        for flag in family.flags:
+            flag.add_to(own)
+    for action in p._actions:  # per-task defaults and titles may hold a literal %
+        if action.help and "%" in action.help and "%(" not in action.help:
+            action.help = escape(action.help)
+    run = p.add_argument_group("how to run")
+    run.add_argument("--data-dir", default=None,
+                     help="folder with <task>/{train,validation}.parquet, or 'hub:' for the "
+                          "hub's datasets (default: $REINIT_TUNE_DATA, else the hub)")
+    run.add_argument("--allow-subset", action="store_true", default=_RUN.allow_subset,
+                     help="where a local train file is a subset of the official split (its "
+                          "Parquet 'subset' metadata) and cannot supply a size (sizes are "
+                          "shares of the official split), train on the rows there instead of "
+                          "stopping; such rows are marked data_subset")
+    run.add_argument("--data-changed", choices=DATA_CHANGED, default=_RUN.data_changed,
+                     help="when the store holds trials of this grid trained on other data "
+                          "(their data fingerprint differs): stop before any trial, or rerun "
+                          "those trials and replace their rows")
+    run.add_argument("--results", default=str(_RUN.results_dir), help="results store folder")
+    run.add_argument("--cpus-per-trial", type=float, default=_RUN.resources.cpus_per_trial,
+                     help="CPUs per trial, also its torch threads")
+    run.add_argument("--gpus-per-trial", type=float, default=_RUN.resources.gpus_per_trial,
+                     help="GPUs per trial; fractions pack several trials on one GPU")
+    run.add_argument("--pack-size", type=pack_size_arg, default=_RUN.pack_size,
+                     help="train up to N trials that differ only in their surgery (same task, "
+                          "seed, size, epochs, batch, lr and schedule, precision, model) as "
+                          "one fused pack per Tune trial, each stored as its own trial; "
+                          "'auto': 1 on CPUs, on a GPU what its free memory holds. Probing "
+                          "and sequential trials run unpacked (so do QA trials and runs with "
+                          "--similarity or --save-model)")
+    run.add_argument("--max-failures", type=int, default=_RUN.max_failures,
+                     help="retries of a failing trial (a killed worker, a preempted node)")
+    run.add_argument("--storage", default=None,
+                     help="Tune storage_path for checkpoints and Tune logs: a folder, an NFS "
+                          "path or s3://bucket/prefix reachable from every node (default: "
+                          "$REINIT_TUNE_STORAGE, else <results>/_tune)")
+    run.add_argument("--checkpoint-after-s", type=float, default=DEFAULT_CHECKPOINT_AFTER_S,
+                     help="checkpoint a trial after every epoch that took at least this many "
+                          "seconds, so a retry resumes there (0: every epoch; inf: never)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="print the grid, the number of trials and the estimated "
+                          "device-hours; run nothing")
+    run.add_argument("--calibrate", action="store_true",
+                     help="with --dry-run: measure the per-token cost on this device (a short "
+                          "synthetic run) instead of using the recorded table")
+    run.add_argument("--logger", action="append", default=[], dest="loggers",
+                     choices=("tensorboard", "wandb", "mlflow", "csv"),
+                     help="also log every trial (its axes and per-epoch metrics) to this "
+                          "tracker through Ray Tune's logger callbacks; repeat for several")
+    run.add_argument("--verbose", action="store_true",
+                     help="show Ray Tune's full trial table instead of one line per finished "
+                          "trial")
+    extra = p.add_argument_group("measurements of each trial")
+    on_off = argparse.BooleanOptionalAction
+    extra.add_argument("--similarity", action=on_off, default=run_defaults.similarity,
+                       help="compare the finetuned model with its pre-finetuning state per "
+                            "layer (weight distances, attention JS, SVCCA, CKA) into "
+                            "RESULTS/similarity/")
+    extra.add_argument("--similarity-examples", type=int,
+                       default=run_defaults.similarity_examples,
+                       help="dev examples compared by --similarity (default: "
+                            f"{run_defaults.similarity_examples or 'the whole dev split'})")
+    extra.add_argument("--layer-replacement", action=on_off,
+                       default=run_defaults.layer_replacement,
+                       help="with --similarity, also 002's layer replacement (one forward "
+                            "pass per layer)")
+    extra.add_argument("--save-model", action=on_off, default=run_defaults.save_model,
+                       help="save each finetuned model to RESULTS/models/<trial_id>/ (compare "
+                            "two with reinit-tune compare or reinit-tune consistency)")
+    extra.add_argument("--eval", choices=("final", "every-epoch"), default=run_defaults.evaluate,
+                       dest="evaluate",
+                       help="score the dev split after the last epoch only, or after every "
+                            "epoch (per-epoch curves); changes no training number")
+    extra.add_argument("--log-every", type=int, default=run_defaults.log_every,
+                       help="store the training loss of every N-th step in RESULTS/steps/ "
+                            "(0: none)")
+
+
+def grid_of(args: argparse.Namespace, family: Family) -> Grid:
+    """The ``Grid`` the common sweep flags describe (None: the family's default)."""
+    model = args.model or family.model
+    on_gpu = args.gpus_per_trial > 0
+    precision, why = resolve_precision(args.precision, on_gpu=on_gpu)
+    logging.getLogger("reinit_tune").info("precision %s (%s)", precision, why)
+    return Grid(
+        model=model, shape=shape_for(model, args.num_layers, args.num_heads),
+        tasks=tuple(args.tasks), sizes=tuple(args.sizes) if args.sizes else None,
+        seeds=args.seeds, epochs=args.epochs, data_dir=args.data_dir, lr=args.lr,
+        batch_size=args.batch_size, max_seq_length=args.max_seq_length,
+        schedule=args.schedule, warmup_ratio=args.warmup_ratio, precision=precision,
+        init_scheme=args.init_scheme, length_grouped=args.length_grouped, on_gpu=on_gpu,
+    )
+
+
+def configs_of(args: argparse.Namespace, family: Family) -> list[TrialConfig]:
+    """The trials a sweep command describes: its grid (``grid_of``) expanded by the family
+    with its own flags' values."""
+    return family.configs(grid_of(args, family),
+                          **{f.dest: getattr(args, f.dest) for f in family.flags})
+
+
+def run_options(args: argparse.Namespace) -> RunOptions:
+    """The ``RunOptions`` the run flags describe."""
+    similarity = None
+    if args.similarity_examples is not None and args.similarity_examples < 1:
+        raise InputError(f"--similarity-examples: must be a positive count, got "
+                         f"{args.similarity_examples}")
+    if args.similarity or args.layer_replacement:
+        similarity = SimilarityOptions(args.similarity_examples, args.layer_replacement)
+    return RunOptions(
+        results_dir=Path(args.results), data_dir=args.data_dir,
+        resources=Resources(args.cpus_per_trial, args.gpus_per_trial),
+        max_failures=args.max_failures, storage=args.storage,
+        checkpoint_after_s=args.checkpoint_after_s, similarity=similarity,
+        save_model=args.save_model, log_every=args.log_every, evaluate=args.evaluate,
+        loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
+        allow_subset=args.allow_subset, data_changed=args.data_changed,
+        pack_size=args.pack_size,
+    )
+
+
+def sweep_parser(family: Family, prog: str | None = None) -> argparse.ArgumentParser:
+    """The parser of one family's sweep, on its own (``python sweeps/<family>.py``)."""
+    p = argparse.ArgumentParser(
+        prog=prog or f"reinit-tune sweep {family.name}", formatter_class=Help,
+        description=f"{family.title} ({family.source}).",
+    )
+    add_sweep_flags(p, family)
+    return p
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    """``reinit-tune sweep FAMILY``: a subcommand per registered family."""
+    sweep = commands.add_parser("sweep", help="run an experiment family's grid on Ray Tune",
+                                description="Run an experiment family's grid on Ray Tune; "
+                                            "`reinit-tune sweep <family> --help` lists its "
+                                            "flags.")
+    by_family = sweep.add_subparsers(dest="family", required=True, metavar="FAMILY")
+    for family in families.all_families():
+        add_sweep_flags(by_family.add_parser(
+            family.name, help=escape(f"{family.title} ({family.source})"),
+            formatter_class=Help, description=f"{family.title} ({family.source})."), family)
+
+
+def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
+    """Run the family's sweep the flags describe; bad input exits 2 before Ray starts, a
+    partly failed sweep exits 1, an interrupted one 128 + the signal (130 Ctrl+C, 143
+    SIGTERM, 129 SIGHUP) after its summary."""
+    # Imported here: `--help` never pays for the planner (and a dry run never for Ray).
+    from reinit_tune.sweep.runner import Sweep
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    signals.install()
+    sweep = None
+    try:
+        model = args.model or family.model
+        sweep = Sweep(configs_of(args, family), run_options(args),
+                      shapes={model: shape_for(model, args.num_layers, args.num_heads)})
+        summary = sweep.run(dry_run=args.dry_run, calibrate=args.calibrate)
+    except InputError as e:
+        if sweep is not None and sweep.started:
+            raise  # not bad input: something broke while trials ran
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        started = sweep is not None and sweep.started
+        print(f"interrupted; rerun the same command to {'finish' if started else 'run'} the "
+              "sweep", file=sys.stderr)
+        return signals.exit_status()
+    if summary.dry_run:
+        return 0
+    if signals.received() is not None:
+        return signals.exit_status()
+    return 1 if summary.failed or summary.not_finished else 0
+
+
+def command(args: argparse.Namespace) -> int:
+    return run_sweep_command(families.get(args.family), args)
+
+
+def sweep_main(name: str, argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``reinit-tune sweep <name> ...`` (and ``python sweeps/<name>.py ...``)."""
+    family = families.get(name)
+    args = sweep_parser(family, prog).parse_args(argv)
+    return run_sweep_command(family, args)

@@ -1,0 +1,56 @@
+"""``reinit-tune verdicts``: does each finding of the papers hold on a store's own runs?
+One row per verdict (``reinit_tune.verdicts``), optionally as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from reinit_tune.cli.formatting import Help
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "verdicts", help="test every claim of the papers on a results store",
+        formatter_class=Help,
+        description="Decide each testable claim of the papers (claims.md) on the store's "
+                    "runs: per task, size and protocol the estimate, its 95%% interval, the "
+                    "runs per cell and one of supported / contradicted / inconclusive / not "
+                    "enough data, with the published value beside it; for an undecided "
+                    "verdict, what is missing or about how many seeds would decide it, and "
+                    "the command that runs them.")
+    p.add_argument("--results", default="results", help="results store folder")
+    p.add_argument("--claims", nargs="+", default=None, metavar="ID",
+                   help="only these claims, e.g. 003-C1 003-C13 (default: all)")
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="also write the verdicts to FILE as a JSON list")
+
+
+def command(args: argparse.Namespace) -> int:
+    from reinit_tune import store, verdicts
+    from reinit_tune.verdicts.groups import COLUMNS
+    from reinit_tune.verdicts.layers import SIMILARITY_COLUMNS
+    from reinit_tune.verdicts.table import text, write_json
+
+    if args.claims:
+        unknown = [c for c in args.claims if c.upper() not in verdicts.BY_ID]
+        if unknown:
+            print(f"error: --claims {' '.join(unknown)}: no such claim; known: "
+                  f"{', '.join(verdicts.BY_ID)}", file=sys.stderr)
+            return 2
+    results = Path(args.results)
+    if not (results / store.TRIALS).is_dir():
+        print(f"error: --results {results}: not a results store (expected "
+              f"{results / store.TRIALS}/ with the trials' Parquet files)", file=sys.stderr)
+        return 2
+    claims = ([verdicts.BY_ID[c.upper()] for c in args.claims] if args.claims
+              else verdicts.CLAIMS)
+    trials = store.load_trials(results, status="ok", columns=list(COLUMNS))
+    similarity = store.load_similarity(results, columns=list(SIMILARITY_COLUMNS))
+    rows = verdicts.evaluate(trials, claims, results_dir=str(results), similarity=similarity)
+    print(text(rows))
+    if args.json:
+        write_json(rows, args.json)
+        print(f"wrote {len(rows)} verdicts to {args.json}")
+    return 0

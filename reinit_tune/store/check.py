@@ -1,0 +1,87 @@
+"""Checking a store: the files every reader skips (unreadable, another program's), the rows
+it skips as malformed, and trials stored "ok" whose epoch rows are lost; ``reinit-tune store
+check`` prints what ``check_store`` finds."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from reinit_tune.store.files import Vanished, listing
+from reinit_tune.store.lookup import finished_rows
+from reinit_tune.store.reader import Problems, connect, read_table, schema_groups, usable
+from reinit_tune.store.tables import TABLES, TRIAL_TABLE, load_trials
+
+
+@dataclasses.dataclass
+class StoreCheck:
+    """What ``check_store`` found: files no reader can use, rows skipped as malformed,
+    trials stored "ok" whose epoch rows are unreadable (the next sweep reruns them), and
+    how many per-trial and compacted files each table has."""
+
+    unreadable: list[Path]
+    foreign: list[Path]
+    malformed: list[tuple[Path, str, str]]
+    lost_epochs: list[str]
+    files: dict[str, tuple[int, int]]
+
+    @property
+    def clean(self) -> bool:
+        return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs)
+
+    def __str__(self) -> str:
+        lines = [f"{name}: {small} per-trial files, {compacted} compacted"
+                 for name, (small, compacted) in self.files.items() if small or compacted]
+        lines += [f"unreadable file (delete or restore it): {p}" for p in self.unreadable]
+        lines += [f"not a reinit-tune file (move it elsewhere): {p}" for p in self.foreign]
+        lines += [f"malformed row {key} in {p}: {why}" for p, key, why in self.malformed]
+        lines += [f"trial {t} is stored ok but its epoch rows are unreadable: the next sweep "
+                  "runs it again" for t in self.lost_epochs]
+        lines.append("store is clean" if self.clean else "store has problems (above)")
+        return "\n".join(lines)
+
+
+def check_store(results_dir: str | os.PathLike) -> StoreCheck:
+    """Read every table of the store as the readers do and report what they skip."""
+    root = Path(results_dir)
+    problems = Problems()
+    files = {}
+    for name, table in TABLES.items():
+        small, compacted = listing(root / name)
+        files[name] = (len(small), len(compacted))
+        read_table(root, table, [table.key], problems)
+    ok = set(load_trials(root, status="ok", columns=["trial_id"])["trial_id"])
+    finished = set(finished_rows(root)["trial_id"])
+    return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
+                      sorted(ok - finished), files)
+
+
+def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:
+    """Store files that cannot be read (a disk fault, a foreign file): what ``load_trials``
+    and the other readers skip. One pass over the footers (``check_store`` reads rows too)."""
+    bad: list[Path] = []
+    con = connect()
+    for name, table in TABLES.items():
+        small, compacted = listing(Path(results_dir) / name)
+        files = small + compacted
+        if not files:
+            continue
+        problems = Problems()
+        with contextlib.suppress(Vanished):
+            for group in schema_groups(con, files, problems):
+                if not usable(pq.read_schema(group[0]), table.key, name):
+                    problems.foreign += [Path(f) for f in group]
+        bad += problems.bad_files
+    return sorted(bad)
+
+
+def malformed_rows(results_dir: str | os.PathLike) -> list[tuple[Path, str, str]]:
+    """Trial rows every reader skips as malformed: (file, trial id, why). Reads only the
+    columns the checks need (``reader``'s malformed-row checks)."""
+    problems = Problems()
+    read_table(results_dir, TRIAL_TABLE, ["trial_id"], problems)
+    return problems.malformed

@@ -1,0 +1,127 @@
+"""The store's files one at a time: writing one atomically (a hidden temporary name renamed
+into place, so readers never see half a file and a crash never damages earlier rows),
+listing a table folder's per-trial and compacted files, reading one file, and conforming a
+file written by an older version to the current schema.
+
+A killed writer leaves only a hidden ``.*.tmp`` file, which readers skip (pandas, pyarrow
+and DuckDB's ``'*.parquet'`` glob ignore dot files) and ``remove_partial_files`` deletes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from reinit_tune.store.schema import EPOCHS, PAIRS, SIMILARITY, STEPS, TRIALS
+
+log = logging.getLogger("reinit_tune")
+
+# Compacted files sit beside the per-trial files of their table, under this prefix.
+COMPACTED_PREFIX = "compacted-"
+
+
+class Vanished(Exception):
+    """A file listed for reading is gone: a compaction merged it meanwhile; list again."""
+
+
+def arrow_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    """``rows`` as a table of ``schema``: keys the schema lacks are left out, columns the
+    rows lack are null."""
+    return pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows],
+                                schema=schema)
+
+
+def write_atomic(table: pa.Table, path: Path) -> None:
+    """Write ``table`` to ``path`` whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # A leading dot hides the partial file from pyarrow/pandas folder reads and from
+    # DuckDB's '*.parquet' glob; os.replace is atomic within one filesystem.
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def remove_partial_files(results_dir: str | os.PathLike, older_than_s: float = 3600) -> int:
+    """Delete temporary files left by writers that were killed mid-write; return how many.
+
+    Only old ones: a younger one may belong to another sweep writing to the same store."""
+    cutoff = time.time() - older_than_s
+    removed = 0
+    for folder in (Path(results_dir) / name
+                   for name in (TRIALS, EPOCHS, SIMILARITY, STEPS, PAIRS)):
+        for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
+            with contextlib.suppress(FileNotFoundError):
+                if tmp.stat().st_mtime < cutoff:
+                    tmp.unlink()
+                    removed += 1
+    return removed
+
+
+def listing(folder: Path) -> tuple[list[str], list[str]]:
+    """The per-trial files and the compacted files of a table folder (oldest first)."""
+    if not folder.is_dir():
+        return [], []
+    small = sorted(e.path for e in os.scandir(folder) if e.name.endswith(".parquet")
+                   and not e.name.startswith((".", COMPACTED_PREFIX)))
+    # A second listing, taken after the first: a per-trial file missing from the first was
+    # deleted by a compaction after it renamed its compacted file into place, so this one
+    # sees that compacted file (``compact``).
+    compacted = sorted(e.path for e in os.scandir(folder)
+                       if e.name.startswith(COMPACTED_PREFIX) and e.name.endswith(".parquet"))
+    return small, compacted
+
+
+def compacted_at(path: str) -> float:
+    """When a compacted file was made (Unix seconds), from the stamp in its name."""
+    stamp = Path(path).name[len(COMPACTED_PREFIX):].split("-")[0]
+    return int(stamp) / 1e9 if stamp.isdigit() else math.inf
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A table written by an older version in ``schema``: missing columns as nulls, and a
+    float ``train_size`` (counts and fractions in one column, before 0.3) split into the
+    count and ``train_fraction``."""
+    columns = {}
+    if "train_size" in schema.names and "train_size" in table.column_names and \
+            pa.types.is_floating(table.schema.field("train_size").type):
+        sizes = table["train_size"].to_pylist()
+        columns["train_size"] = pa.array([None if v is None or v != v or v < 1 else int(v)
+                                          for v in sizes], pa.int64())
+        columns["train_fraction"] = pa.array([v if v is not None and 0 < v < 1 else None
+                                              for v in sizes], pa.float64())
+    arrays = []
+    for field in schema:
+        if field.name in columns:
+            arrays.append(columns[field.name])
+        elif field.name in table.column_names:
+            arrays.append(table[field.name].cast(field.type))
+        else:
+            arrays.append(pa.nulls(len(table), field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def read_one(path: Path, schema: pa.Schema) -> pa.Table | None:
+    """One store file, or None (with a warning naming it) when it cannot be read: one damaged
+    file must not hide every other result."""
+    try:
+        try:
+            return ds.dataset(str(path), schema=schema, format="parquet").to_table()
+        except pa.ArrowInvalid:  # written by an older version: convert what it holds
+            return conform(pq.read_table(path), schema)
+    except (OSError, pa.ArrowException) as e:
+        log.warning("skipping unreadable results file %s (%s: %s); delete or restore it",
+                    path, type(e).__name__, str(e).splitlines()[0][:200])
+        return None

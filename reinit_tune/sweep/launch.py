@@ -1,0 +1,276 @@
+"""Launching a planned sweep on Ray Tune: the trainable, one ``Tuner`` per chunk of trials,
+and what the driver does around them.
+
+Trials run as Tune function trainables (``tune.with_resources``, ``tune.with_parameters``,
+reused actors, ``FailureConfig`` retries) that reach Tune through ``TrialList``
+(``reinit_tune.sweep.searcher``); the driver-side ``StoreWriter`` (``reinit_tune.sweep.writer``)
+writes each finished or failed trial to the Parquet store, so results land on the driver's
+disk whatever node ran the trial. With ``--pack-size`` above 1 a Tune trial trains a pack of
+trials (``reinit_tune.sweep.packs``) and the writer stores each member as its own trial.
+Within one run, a trial whose worker dies is retried by Tune from its last checkpoint
+(``reinit_tune.sweep.trial``); a ``Tuner.fit`` ended by a lost worker runs its unsettled
+trials again (``fit_in_chunks``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+from typing import TextIO
+
+from ray import tune
+
+from reinit_tune import sanity, store
+from reinit_tune.config import TrialConfig
+from reinit_tune.errors import InputError
+from reinit_tune.sweep import claims, cluster, cost, loggers, memory, preflight
+from reinit_tune.sweep.packs import pack_note, plan_packs, resolve_pack_size, run_pack
+from reinit_tune.sweep.plan import Plan
+from reinit_tune.sweep.progress import Progress, axes
+from reinit_tune.sweep.searcher import TrialList, tune_trial_dirname, tune_trial_name
+from reinit_tune.sweep.source import source_version
+from reinit_tune.sweep.summary import SweepSummary
+from reinit_tune.sweep.trial import run_trial
+from reinit_tune.sweep.writer import HaltStopper, StoreWriter
+
+log = logging.getLogger("reinit_tune")
+
+
+def connect(plan: Plan, job: cluster.JobInfo | None = None) -> None:
+    """Join or start Ray (as ``job``, the name the dashboard shows) and check that the
+    cluster can place one trial of ``plan`` (raises ``InputError`` otherwise: nothing has
+    started yet). Hub models must be cached or downloadable first, and so must hub data (a
+    dry run needs neither)."""
+    problems = [p for m in sorted({c.model for c in plan.todo})
+                for p in preflight.check_hub_model(m)]
+    problems += preflight.check_hub_data(
+        {t for c in plan.todo for t in (c.task, c.intermediate_task) if t}, plan.data_dir)
+    if problems:
+        raise InputError("cannot start the sweep:\n  - " + "\n  - ".join(problems))
+    cluster.connect_ray(job)
+    alive, scalable = cluster.inventory()
+    resources = plan.options.resources
+    cluster.check_resources(resources.cpus_per_trial, resources.gpus_per_trial, alive, scalable)
+    cluster.check_memory(*memory.largest_trial(
+        list(plan.todo), plan.shapes, use_gpu=resources.gpus_per_trial > 0,
+        data_dir=plan.data_dir, similarity=plan.options.similarity is not None),
+        alive, scalable)
+    cluster.warn_if_storage_is_local(plan.storage, alive, scalable)
+
+
+def pending_trials() -> int:
+    """How many trials Tune keeps queued ahead of free slots: what it gives its own variant
+    generator (at least 200, so an autoscaling cluster sees the demand; 1.1 per cluster CPU
+    beyond) instead of the 1 it gives any other searcher."""
+    import ray
+
+    return max(200, int(ray.cluster_resources().get("CPU", 1.0) * 1.1))
+
+
+def named_trainable(function, name: str) -> type:
+    """Tune's class for a function trainable, named: the dashboard's Actors page lists a
+    trial worker by its class, which Tune calls ``ImplicitFunc`` for every function."""
+    from ray.tune.trainable.function_trainable import wrap_function
+
+    trainable = wrap_function(function)
+    trainable.__name__ = trainable.__qualname__ = name
+    return trainable
+
+
+def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
+    """Run every trial of ``plan`` not yet in the store through Ray Tune; return the counts.
+    Ray must be connected first (``connect``) where anything is left to run. One line per
+    finished trial goes to ``out`` (Tune's own table instead with ``plan.options.verbose``).
+    """
+    summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
+                           skipped=plan.skipped)
+    by_id = {c.trial_id: c for c in plan.configs}
+    for trial_id, source in plan.reuse.items():
+        store.reuse_trial(plan.results_dir, source, by_id[trial_id])
+        summary.reused += 1
+    if not plan.todo:
+        return summary
+    # now, before any trial: a row stored later was stored by another driver
+    claim_context = claims.Context(str(plan.results_dir))
+    store.remove_partial_files(plan.results_dir)
+    options = plan.options
+    todo = {c.trial_id: c for c in plan.todo}
+    runtime = options.runtime(plan.data_dir, plan.results_dir)
+    num_layers = {m: s.num_layers for m, s in plan.shapes.items()}
+    trial_axes = {tid: axes(c, num_layers[c.model]) for tid, c in todo.items()}
+    pack_size = resolve_pack_size(options.pack_size, list(plan.todo), plan.shapes,
+                                  options.resources.gpus_per_trial)
+    if (note := pack_note(pack_size, runtime)) is not None:
+        log.warning("%s", note)
+        pack_size = 1
+    # --pack-size 1 runs the unpacked trainable and grid exactly as before packs existed
+    packs, grid = plan_packs(list(plan.todo), pack_size, trial_axes)
+    needs = memory.tune_trial_bytes(packs, plan.shapes,
+                                    use_gpu=options.resources.gpus_per_trial > 0,
+                                    data_dir=plan.data_dir,
+                                    similarity=runtime.similarity is not None)
+    if pack_size > 1 and not memory.fits(max(needs.values()), *cluster.inventory()):
+        need, what = memory.largest(needs, packs)
+        log.warning("--pack-size %d: %s needs an estimated %s of memory, more than any "
+                    "node has; running unpacked", pack_size, what, memory.gb(need))
+        pack_size = 1
+        packs, grid = plan_packs(list(plan.todo), 1, trial_axes)
+        needs = memory.tune_trial_bytes(packs, plan.shapes,
+                                        use_gpu=options.resources.gpus_per_trial > 0,
+                                        data_dir=plan.data_dir,
+                                        similarity=runtime.similarity is not None)
+    trainable = named_trainable(tune.with_resources(
+        tune.with_parameters(run_trial, configs=todo, runtime=runtime, claims=claim_context)
+        if pack_size == 1 else tune.with_parameters(run_pack, packs=packs, runtime=runtime,
+                                                    claims=claim_context),
+        memory.resources(options.resources.cpus_per_trial, options.resources.gpus_per_trial,
+                         needs),
+    ), "ReinitTuneTrial" if pack_size == 1 else "ReinitTunePack")
+    progress = None if options.verbose else Progress(trial_axes, cost.trial_estimates(
+        list(todo.values()), plan.shapes, plan.data_dir,
+        every_epoch=options.evaluate == "every-epoch"), out=out)
+    writer = StoreWriter(plan.results_dir, todo, summary, num_layers, progress=progress,
+                         source=source_version(),
+                         packs={pid: [c.trial_id for c in members]
+                                for pid, members in packs.items() if len(members) > 1},
+                         claim_context=claim_context)
+    # its own folder per driver: two drivers started in one second must not share one
+    run_name = f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}-{claim_context.owner.token[:6]}"
+
+    def tuner(chunk: list[str], part: int) -> tune.Tuner:
+        return tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(search_alg=TrialList({pid: grid[pid] for pid in chunk}),
+                                        num_samples=len(chunk), reuse_actors=True,
+                                        trial_name_creator=tune_trial_name,
+                                        trial_dirname_creator=tune_trial_dirname),
+            run_config=tune.RunConfig(
+                name=run_name if part == 0 else f"{run_name}-part{part + 1}",
+                storage_path=plan.storage,
+                failure_config=tune.FailureConfig(max_failures=options.max_failures),
+                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+                callbacks=[writer, *loggers.callbacks(options.loggers, plan.name),
+                           *options.callbacks],
+                stop=HaltStopper(writer),
+                verbose=1 if options.verbose else 0,
+            ),
+        )
+
+    # Tune queues 1 trial ahead for a searcher (``TrialList``), pending_trials() for its own
+    # variant generator; the searcher's trials are the same grid, so queue as for a grid.
+    # The one variable not set with the others (``environment.prepare``): it depends on the
+    # size of the cluster, known only once Ray is connected; Tune reads it in ``fit``.
+    os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(pending_trials()))
+    size = chunk_size(options.resources.cpus_per_trial, options.resources.gpus_per_trial)
+    if "tensorboard" in options.loggers:
+        log.info("TensorBoard: tensorboard --logdir %s/%s", str(plan.storage).rstrip("/"),
+                 run_name if len(grid) <= size else "")
+    start = time.perf_counter()
+
+    def head_lost(address: str) -> None:
+        summary.wall_time_s = time.perf_counter() - start
+        summary.stopped = (
+            f"lost the Ray cluster's head node (its GCS at {address} stopped answering): the "
+            "sweep cannot go on; restart the cluster first")
+        print(summary, file=out or sys.stdout, flush=True)
+        sys.stderr.flush()
+        # what is left of a local instance this command started goes with it; a shutdown
+        # that waits on the dead GCS is given a few seconds, not Ray's own 60-s timeout
+        stopping = threading.Thread(target=cluster.shutdown_ray, daemon=True)
+        stopping.start()
+        stopping.join(timeout=5)
+        # Ending the process from this thread, not returning through the main one: the main
+        # thread is inside ``Tuner.fit``, blocked in Ray calls to the dead GCS, which neither
+        # return nor take a KeyboardInterrupt until Ray's C++ side aborts the process ~60 s
+        # later with only its own message (tests/sweep/test_multinode.py, the lost head:
+        # summary and exit 1 within 60 s). Nothing is lost: every finished trial is stored.
+        os._exit(1)
+
+    heartbeat = claims.Heartbeat(claim_context)
+    watch = cluster.HeadWatch(head_lost)
+    try:
+        fit_in_chunks(tuner, packs, list(grid), size, writer, summary, options.max_failures)
+    finally:
+        watch.stop()
+        heartbeat.stop()
+    summary.wall_time_s = time.perf_counter() - start
+    summary.stopped = writer.halt or summary.stopped
+    try:  # past store.COMPACT_AFTER_FILES per-trial files: every later read stays fast
+        store.compact_if_many(plan.results_dir)
+    except OSError as e:  # the rows are safe in their per-trial files; compact later
+        log.warning("could not compact the results store %s: %s", plan.results_dir, e)
+    # only what the sanity checks read, of the ok rows: every column of every row of a large
+    # store costs seconds and hundreds of MB after each sweep
+    trials = store.load_trials(plan.results_dir, status="ok", columns=_SANITY_COLUMNS)
+    summary.warnings = sanity.warnings(
+        trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])
+    return summary
+
+
+def chunk_size(cpus_per_trial: float, gpus_per_trial: float) -> int:
+    """Tune trials per ``Tuner.fit``: at least ``MIN_CHUNK_TRIALS``, and 20 rounds of the
+    cluster's trial slots, so the slots idle while a chunk drains are a few percent of it.
+    Tune's controller walks every trial it holds on each step, so one ``fit`` of 10^4 trials
+    costs 2.6x more driver time per trial than one of 100 (benchmarks/RESULTS.md, "the sweep
+    driver at scale"); chunks of about 10^3 keep it at the 10^3 cost."""
+    import ray
+
+    resources = ray.cluster_resources()
+    slots = (resources.get("GPU", 0) / gpus_per_trial if gpus_per_trial > 0
+             else resources.get("CPU", 1) / cpus_per_trial)
+    return max(MIN_CHUNK_TRIALS, 20 * int(slots))
+
+
+MIN_CHUNK_TRIALS = 1000
+
+
+def fit_in_chunks(tuner, packs: dict[str, list[TrialConfig]], pending: list[str], size: int,
+                  writer: StoreWriter, summary: SweepSummary, max_failures: int) -> None:
+    """Run the Tune trials ``pending`` (grid ids) ``size`` at a time, one ``Tuner.fit`` each
+    (``tuner(chunk, part)`` builds it), until all are settled or the sweep stops.
+
+    A chunk that returns with trials unsettled was stopped (a halt, Ctrl+C, a signal): no
+    further chunk starts. Ray's memory monitor killing a worker, or a worker node dying,
+    ends ``fit`` itself (Tune's actor manager raises a RuntimeError for these instead of
+    failing the trial): an infrastructure failure, so the chunk's unsettled trials run again,
+    up to ``max_failures`` times in all, each counted as a retry."""
+    part = restarts = 0
+    while pending:
+        chunk, pending = pending[:size], pending[size:]
+        try:
+            tuner(chunk, part).fit()
+        except RuntimeError as e:
+            if not memory.is_lost_worker(e):
+                raise
+            what = ("killed by Ray's memory monitor (its node ran low on memory)"
+                    if memory.is_memory_kill(e) else "lost with its node")
+            if restarts >= max_failures:
+                summary.stopped = (
+                    f"stopped: a trial worker was {what} {restarts + 1} times (--max-failures "
+                    f"{max_failures}). Lower --batch-size or --max-seq-length, or give each "
+                    "trial more memory (fewer trials per node), then rerun the same command")
+                log.error("%s", summary.stopped)
+                return
+            restarts += 1
+            summary.retries += 1
+            log.warning("a trial worker was %s: running this part of the sweep's unfinished "
+                        "trials again (%d of --max-failures %d)", what, restarts, max_failures)
+            pending = [*_unsettled(chunk, packs, writer), *pending]
+            part += 1
+            continue
+        part += 1
+        if writer.halt or _unsettled(chunk, packs, writer):
+            return
+
+
+def _unsettled(chunk: list[str], packs: dict[str, list[TrialConfig]],
+               writer: StoreWriter) -> list[str]:
+    return [pid for pid in chunk
+            if any(c.trial_id not in writer.settled for c in packs[pid])]
+
+
+_SANITY_COLUMNS = ["trial_id", "status", "experiment", "task", "train_size", "train_fraction",
+                   "model", "metric", "score", "majority_score", "config_json"]

@@ -1,0 +1,180 @@
+"""The papers' claims that reinit-tune decides, as declarations (claims.md, by id).
+
+Each entry is data for the engine (``reinit_tune.verdicts.engine``): adding a claim of an
+existing statistic kind is adding an entry here. Thresholds the papers leave open (0.5 for
+"majority", 0.1 of the gain for "little effect") are claims.md's, printed with the verdict.
+"""
+
+from __future__ import annotations
+
+from reinit_tune.verdicts.claim import Claim
+from reinit_tune.verdicts.conditions import Block, Kept, Permuted
+from reinit_tune.verdicts.statistics import (
+    GAIN,
+    All,
+    Contrast,
+    EveryLayer,
+    Rule,
+    SeedMean,
+    SeedRatio,
+    ShareShift,
+    SizeContrast,
+    TaskCorrelation,
+    Trend,
+)
+
+E, Q, F = Kept("E"), Kept("q"), Kept("F")
+EARLY_GAIN = ((Q, 1.0), (E, -1.0))  # A(n) = s(q) - s(0)
+LATE_GAIN = ((F, 1.0), (Q, -1.0))  # M(n) = s(L) - s(q)
+G_Q = (EARLY_GAIN, GAIN)  # G(q) = A / T, displayed
+TASKS_003 = ("sst2", "qnli", "cola")
+LESS = Rule("directional", -1)
+
+
+def _variant(multiplier: float = 1.0, layernorm: bool = False):
+    """Mean over k = 0..L−1 of s(variant, k) − s(standard, k) (003 App. E/F; k = L has no
+    reinitialized layer, so the variant equals the baseline there)."""
+    def terms(num_layers: int):
+        w = 1.0 / num_layers
+        return [term for k in range(num_layers)
+                for term in ((Kept(k, multiplier, layernorm), w), (Kept(k), -w))]
+    return terms
+
+
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        "003-C1", "003", "P1", "first quarter of layers gives > half the gain (plentiful data)",
+        "003 Fig. 1 caption; §1 finding 1; §2",
+        "First three BERT layers provide the majority of improvement on downstream metrics "
+        "when finetuning data is plentiful",
+        Contrast(((E, -0.5), (Q, 1.0), (F, -0.5)), needs_gain=True, share=G_Q),
+        "c = s(q) - (s(0) + s(L))/2 (> 0 iff G(q) > 0.5); share G(q)",
+        sizes="plentiful", tasks=("sst2", "qnli"), uses_q=True,
+        caveat="§1 says 'first few', the caption 'first three': the first quarter of depth"),
+    Claim(
+        "003-C2", "003", "P1", "less data needs more pretrained layers (share)",
+        "003 Fig. 1 caption; §2", "more layers are helpful when data is scarce",
+        ShareShift("q"), "d = G_large(q) - G_small(q), seed bootstrap",
+        tasks=TASKS_003, uses_q=True,
+        caveat="the paper trains 5 epochs at 500 and 3 otherwise: size and epochs confounded"),
+    Claim(
+        "003-C3", "003", "P1", "less data, middle and later layers matter more (absolute)",
+        "003 Abstract; §2",
+        "the less finetuning data one has, the more important the middle and later layers "
+        "of BERT become",
+        SizeContrast(LATE_GAIN), "M(small) - M(large), M(n) = s(L) - s(q), Welch",
+        tasks=TASKS_003, uses_q=True),
+    Claim(
+        "003-C9", "003", "P1", "early blocks help more than late blocks",
+        "003 §4; Fig. 2",
+        "the earlier layers appear to be generally more helpful for finetuning relative to "
+        "the later layers",
+        All((("a: P_first - P_last > 0",
+              Contrast(((Block(0, True), 1.0), (Block(3, True), -1.0)))),
+             ("b: R_last - R_first > 0",
+              Contrast(((Block(3, False), 1.0), (Block(0, False), -1.0)))))),
+        "(a) s(only first block kept) - s(only last block kept); (b) shown in the reason",
+        tasks=TASKS_003, figure="localized"),
+    Claim(
+        "003-C13", "003", "P1", "shuffling the layer order lowers accuracy",
+        "003 §1 finding 4; §5; Fig. 3",
+        "Reordering the pretrained BERT layers prior to finetuning significantly decreases "
+        "downstream accuracy",
+        Contrast(((F, 1.0), (Permuted(), -1.0))),
+        "s(original order) - mean over permutations, Welch (units: permutations)",
+        tasks=TASKS_003, figure="permutations",
+        caveat="the identity permutation is left out (it is the original order)"),
+    Claim(
+        "003-C14", "003", "P1", "a shuffled model is not much above the embeddings-only model",
+        "003 §5; Fig. 3",
+        "scrambling BERT's layers reduces their finetuning ability to not much above a "
+        "randomly-initialized network",
+        Contrast(((Permuted(), 1.0), (E, -0.5), (F, -0.5)), rule=LESS, needs_gain=True,
+                 share=(((Permuted(), 1.0), (E, -1.0)), GAIN)),
+        "c = s(perm) - (s(0) + s(L))/2 (< 0 iff R_perm < 0.5); share R_perm",
+        tasks=TASKS_003, figure="permutations",
+        caveat="the 0.5 threshold is claims.md's; the 'randomly initialized' model keeps "
+               "its pretrained embeddings"),
+    Claim(
+        "003-C15", "003", "P1", "a permutation has similar effects on different tasks",
+        "003 Table 1; §5",
+        "Specific permutations of layers have similar impacts on finetuning across tasks.",
+        TaskCorrelation(published=(
+            ("sst2", "qnli", "spearman", 0.72), ("sst2", "qnli", "pearson", 0.46),
+            ("sst2", "cola", "spearman", 0.74), ("sst2", "cola", "pearson", 0.77),
+            ("qnli", "cola", "spearman", 0.83), ("qnli", "cola", "pearson", 0.68))),
+        "correlation over permutations of the two tasks' mean scores (Fisher z CI)",
+        tasks=TASKS_003, figure="permutations", published="Table 1 (N = 10)",
+        caveat="our protocol (seed = n) also changes the subset per run, which weakens "
+               "correlations; --protocol authors fixes it"),
+    Claim(
+        "003-C17", "003", "P2", "reinitializing any single layer has little effect",
+        "003 App. C; Fig. 5",
+        "we observe little effect on finetuning metrics from reinitializing each layer",
+        EveryLayer(0.1, skip=(("cola", 1),)),
+        "max over layers l of F - s(l) - 0.1 (F - E), Bonferroni",
+        tasks=TASKS_003, figure="single_layer",
+        caveat="CoLA layer 1 is the paper's own exception (003-C18)"),
+    Claim(
+        "003-C21", "003", "P2", "5x learning rate on reinitialized layers does not help",
+        "003 App. E; Fig. 6",
+        "A higher learning rate appears to increase the variance of the evaluation metrics "
+        "while not improving performance.",
+        Contrast(_variant(multiplier=5.0), rule=Rule("non-superiority", margin="abs")),
+        "mean over k < L of s(LR x5) - s(LR x1), paired by seed",
+        tasks=TASKS_003, figure="variants"),
+    Claim(
+        "003-C23", "003", "P2", "keeping LayerNorm of reinitialized layers does not help",
+        "003 App. F; Fig. 7",
+        "preserving layer norm does not aid (and may even harm) finetuning of reinitialized "
+        "layers",
+        Contrast(_variant(layernorm=True), rule=Rule("non-superiority", margin="abs")),
+        "mean over k < L of s(LayerNorm kept) - s(LayerNorm redrawn), paired by seed",
+        tasks=TASKS_003, figure="variants"),
+    Claim(
+        "004-C1", "004", "P1", "early-layer gain large with plentiful data, small when scarce",
+        "004 Abstract (v2); v2 Fig. 2",
+        "parameters that provide tremendous performance improvement when data is plentiful "
+        "may provide negligible benefits in data-scarce settings",
+        SizeContrast(EARLY_GAIN, rule=LESS), "A(small) - A(large), A(n) = s(q) - s(0), Welch",
+        tasks=TASKS_003, uses_q=True,
+        caveat="part (b), A(500) equivalent to 0, is not evaluated; (a) carries the verdict"),
+    Claim(
+        "000-C1", "000", "P2", "the total gain from pretraining is larger with less data",
+        "000 Abstract; §6.1; Conclusion",
+        "when there is less training data, there is more reliance on pre-trained weights",
+        SizeContrast(GAIN), "T(small) - T(large), T(n) = s(L) - s(0), Welch",
+        tasks=("sst2", "qnli"),
+        caveat="with epochs fixed, small-n runs take fewer optimizer steps"),
+    Claim(
+        "000-C13", "000", "P1", "higher layers' weights change more during finetuning",
+        "000 Abstract; §6.3; Conclusion",
+        "the curves are upward trending, indicating that higher layers experience a bigger "
+        "change compared to lower layers",
+        SeedMean("rho_w_output", "000-distance"),
+        "Spearman rho of layer l and ||W_l(FT) - W_l(pretrained)||_2 of output.dense within "
+        "each finetuned model, mean over seeds (seed bootstrap CI)",
+        tasks=("sst2", "qnli"), figure="000-distance", overall="all",
+        caveat="000's code uses the spectral norm of output.dense; the Frobenius form is "
+               "stored too (rho_w_output_fro)"),
+    Claim(
+        "002-C1", "002", "P1", "finetuning changes attention mostly in the last layers",
+        "002 Abstract; §3; Fig. 1; §7",
+        "the attention mode in low layers and intermediate layers do not change seriously, "
+        "while the attention mode of last layers changes drastically",
+        All((("Q > 2", SeedRatio("js_late", "js_early", "002-dynamics",
+                                 Rule("threshold", 2.0, against=1.0))),
+             ("rho > 0", SeedMean("rho_js", "002-dynamics")))),
+        "Q = mean attention JS over the late layers / over the early and middle ones (seed "
+        "bootstrap); (b) Spearman rho of layer and JS",
+        figure="002-dynamics",
+        caveat="the factor 2 is claims.md's reading of 'drastically'"),
+    Claim(
+        "001-C3", "001", "P2", "downstream reinit costs less than upstream reinit",
+        "001 Abstract; §6.2", "reinitializing downstream layers causes a smaller decrease in "
+        "performance than reinitializing upstream layers",
+        Trend(), "Spearman rho of k and s(k) over k = 0..L (seed bootstrap CI)",
+        tasks=("rte", "squad_v2", "stsb", "cola", "mrpc")),
+)
+
+BY_ID = {c.id: c for c in CLAIMS}

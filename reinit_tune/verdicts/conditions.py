@@ -1,0 +1,140 @@
+"""The cells a claim compares, as conditions on a run's surgery.
+
+A condition matches runs by what was done to the model, not by the family that ran it, so
+a run stored under two family names (progressive k = L is the localized experiment's full
+model, a single-layer reinit of the last layer is progressive k = L − 1; claims.md §0.6) is
+one run of one cell. Every condition is resolved against the model's depth L
+(``reinit_tune.verdicts.depth``) and says, for a missing cell, which family runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pandas as pd
+
+from reinit_tune.verdicts.depth import block_name, blocks, map_layer
+
+# the column ``surgery_columns`` adds: a run's surgery as one hashable key
+KEY = "_surgery"
+
+
+def surgery_key(reinit: frozenset[int], order: tuple[int, ...] | None = None,
+                multiplier: float = 1.0, layernorm: bool = False) -> tuple:
+    """What was done to a run's model, as one hashable value: the reinitialized layers, the
+    layer order (None: the original one), the LR multiplier and LayerNorm kept. Runs with
+    any other surgery (heads, a probe, an intermediate task) get no key."""
+    return (reinit, order, float(multiplier), bool(layernorm))
+
+
+def surgery_columns(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the ``KEY`` column conditions look up (None for runs with heads, a
+    probe or an intermediate task; the identity permutation is the original order)."""
+    out = rows.copy()
+    plain = ([not h for h in rows["reinit_heads"]]
+             & rows["probe_layer"].isna().to_numpy()
+             & rows["intermediate_task"].isna().to_numpy())
+    orders = [None if o is None or tuple(o) == tuple(range(len(o))) else tuple(o)
+              for o in rows["layer_order"]]
+    out[KEY] = [surgery_key(frozenset(r or ()), o, m, bool(n)) if p else None
+                for r, o, m, n, p in zip(rows["reinit_layers"], orders,
+                                         rows["reinit_lr_multiplier"].astype(float),
+                                         rows["preserve_layernorm"], plain, strict=True)]
+    return out
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Progressive reinitialization keeping layers 1..k pretrained (003 §2): ``k`` is "E"
+    (k = 0, the embeddings-only model), "F" (k = L, the full model), "q" (the paper's first
+    three of 12, mapped onto the model), or k itself. ``multiplier`` and ``layernorm`` pick
+    003 App. E/F's variants."""
+
+    k: str | int
+    multiplier: float = 1.0
+    layernorm: bool = False
+    min_runs: ClassVar[int] = 0
+
+    @property
+    def family(self) -> str:
+        return "variants" if self.multiplier != 1 or self.layernorm else "progressive"
+
+    def layers(self, num_layers: int) -> int:
+        if self.k == "E":
+            return 0
+        if self.k == "F":
+            return num_layers
+        return map_layer(3, num_layers).layers if self.k == "q" else int(self.k)
+
+    def key(self, num_layers: int) -> tuple:
+        k = self.layers(num_layers)
+        return surgery_key(frozenset(range(k, num_layers)), None, self.multiplier,
+                           self.layernorm)
+
+    def describe(self, num_layers: int) -> str:
+        variant = (f" with LR x{self.multiplier:g}" if self.multiplier != 1 else "") + (
+            " with LayerNorm kept" if self.layernorm else "")
+        return f"{self.family} k={self.layers(num_layers)}{variant}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """003 §4's localized blocks: block ``index`` (0 = first of 4) reinitialized
+    (``kept=False``, R_b) or the only block kept (``kept=True``, P_b)."""
+
+    index: int
+    kept: bool
+
+    family: ClassVar[str] = "localized"
+    min_runs: ClassVar[int] = 0
+
+    def layers(self, num_layers: int) -> frozenset[int]:
+        block = frozenset(blocks(num_layers)[self.index])
+        return frozenset(range(num_layers)) - block if self.kept else block
+
+    def key(self, num_layers: int) -> tuple:
+        return surgery_key(self.layers(num_layers))
+
+    def describe(self, num_layers: int) -> str:
+        name = block_name(blocks(num_layers)[self.index])
+        return f"localized {'only block' if self.kept else 'block'} {name} " + (
+            "kept" if self.kept else "reinitialized")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer reinitialized (003 App. C): ``layer`` 1-based on the store's model."""
+
+    layer: int
+
+    family: ClassVar[str] = "single_layer"
+    min_runs: ClassVar[int] = 0
+
+    def key(self, num_layers: int) -> tuple:
+        return surgery_key(frozenset({self.layer - 1}))
+
+    def describe(self, num_layers: int) -> str:
+        return f"single layer {self.layer} reinitialized"
+
+
+@dataclass(frozen=True)
+class Permuted:
+    """The pretrained layers in a shuffled order (003 §5); its units are the permutations
+    (the runs of one order are averaged first), not the seeds."""
+
+    family: ClassVar[str] = "permutations"
+    # claims.md 003-C13/C14: at least 5 non-identity permutations
+    min_runs: ClassVar[int] = 5
+
+    @staticmethod
+    def matches(key: tuple) -> bool:
+        """Whether a run's surgery key is a shuffled order and nothing else."""
+        reinit, order, multiplier, layernorm = key
+        return order is not None and not reinit and multiplier == 1.0 and not layernorm
+
+    def describe(self, num_layers: int) -> str:
+        return "permutations (shuffled orders)"
+
+
+Condition = Kept | Block | Layer | Permuted

@@ -1,0 +1,254 @@
+"""The one engine that decides every declared claim on a store's runs.
+
+For each claim (``catalog``) it finds the groups of runs its statistic needs
+(``reinit_tune.verdicts.groups``): each group (task × size × protocol) for a within-group
+statistic, the smallest and largest size at least 10× apart of each task and protocol for a
+size comparison, each pair of tasks at one size and protocol for a correlation. Each gives
+one ``VerdictRow``; a claim made across tasks adds an overall row per protocol and size
+(claims.md §0.5: supported if more than half the tested tasks are and none contradicts). A
+claim the store cannot test at all still gets a row saying what is missing, and an
+inconclusive verdict says how many seeds per cell would decide it at the observed spread.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from reinit_tune.inference import (
+    Verdict,
+    across_tasks,
+    bonferroni_level,
+    conjunction,
+    seeds_to_decide,
+)
+from reinit_tune.verdicts import layers
+from reinit_tune.verdicts.catalog import CLAIMS
+from reinit_tune.verdicts.claim import SIZES, Claim
+from reinit_tune.verdicts.conditions import Kept
+from reinit_tune.verdicts.depth import map_layer
+from reinit_tune.verdicts.groups import Group, groups
+from reinit_tune.verdicts.statistics import Finding
+
+
+@dataclass(frozen=True)
+class VerdictRow:
+    """One verdict: a claim in one scope (``task`` None: the overall verdict across tasks)."""
+
+    claim: str
+    verdict: str
+    task: str | None
+    train_size: str | None
+    model: str | None
+    differs: dict[str, str] = field(default_factory=dict)
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n_min: int | None = None
+    method: str | None = None
+    rule: str | None = None
+    share: float | None = None
+    share_low: float | None = None
+    share_high: float | None = None
+    published: str = "figure only"
+    published_value: float | None = None
+    published_in_ci: bool | None = None
+    reason: str = ""
+    seeds_needed: int | None = None
+    command: str | None = None
+    mapping: str | None = None
+    note: str | None = None  # e.g. "paper: plentiful data only" (left out of the overall)
+    figure: str | None = None
+
+    def to_json(self) -> dict:
+        return {k: (None if isinstance(v, float) and v != v else v)
+                for k, v in self.__dict__.items()}
+
+
+def evaluate(trials: pd.DataFrame, claims: Iterable[Claim] = CLAIMS,
+             results_dir: str = "DIR", similarity: pd.DataFrame | None = None
+             ) -> list[VerdictRow]:
+    """Every verdict of ``claims`` on the runs of ``trials`` (``store.load_trials``) and
+    their per-layer ``similarity`` rows (``store.load_similarity``), where a claim reads
+    them."""
+    summaries = layers.per_trial(similarity)
+    trials = trials.drop(columns=[v for v in layers.VALUES if v in trials])
+    trials = trials.merge(summaries, on="trial_id", how="left") if len(trials) else \
+        trials.assign(**{v: pd.Series(dtype="float64") for v in layers.VALUES})
+    found = groups(trials, ("score", *layers.VALUES))
+    rows: list[VerdictRow] = []
+    for claim in claims:
+        rows += _claim(claim, found, results_dir)
+    return rows
+
+
+def _claim(claim: Claim, found: list[Group], results_dir: str) -> list[VerdictRow]:
+    scope = claim.statistic.scope
+    candidates = [g for g in found if not claim.only_tasks or g.task in claim.tasks]
+    candidates = [g for g in candidates if _touches(claim, g)]
+    if scope == "group" and claim.overall == "all":  # every group at once: Bonferroni
+        level = bonferroni_level(max(1, len(candidates)))
+        rows = [_row(claim, g, claim.statistic.evaluate(g, claim.n_min, level), results_dir)
+                for g in candidates]
+    elif scope == "group":
+        rows = [_row(claim, g, claim.statistic.evaluate(g, claim.n_min), results_dir)
+                for g in candidates]
+    elif scope == "sizes":
+        rows = _sizes(claim, candidates, results_dir)
+    else:
+        rows = _tasks(claim, candidates, results_dir)
+    rows += _overall(claim, rows)
+    if not any(r.note is None for r in rows):  # nothing in the claim's own scope
+        rows.append(_nothing(claim, found, results_dir))
+    return rows
+
+
+def _touches(claim: Claim, group: Group) -> bool:
+    """Whether ``group`` has runs of a cell that is this claim's own (of its family, other
+    than the full and the embeddings-only model, which most families run): a store of other
+    experiments gets no row per group, only the claim's one "not enough data" row."""
+    common = {Kept("E").describe(group.num_layers), Kept("F").describe(group.num_layers)}
+    conditions = claim.statistic.conditions(group.num_layers)
+    own = [c for c in conditions
+           if c.family == claim.figure and c.describe(group.num_layers) not in common]
+    return any(group.has(c) for c in own or conditions)
+
+
+def _by(candidates: list[Group], key) -> list[list[Group]]:
+    """``candidates`` split by ``key(group)``, in a stable order."""
+    by = defaultdict(list)
+    for g in candidates:
+        by[key(g)].append(g)
+    return [part for _, part in sorted(by.items(), key=lambda kv: str(kv[0]))]
+
+
+def _sizes(claim: Claim, candidates: list[Group], results_dir: str) -> list[VerdictRow]:
+    rows = []
+    for part in _by(candidates, lambda g: (g.task, g.protocol)):
+        part.sort(key=lambda g: g.examples)
+        small, large = part[0], part[-1]
+        if large.examples < claim.statistic.ratio * small.examples:
+            continue
+        finding = claim.statistic.evaluate(small, large, claim.n_min)
+        rows.append(_row(claim, small, finding, results_dir, large=large))
+    return rows
+
+
+def _tasks(claim: Claim, candidates: list[Group], results_dir: str) -> list[VerdictRow]:
+    rows = []
+    for part in _by(candidates, lambda g: (g.size, g.protocol)):
+        for a, b in itertools.combinations(sorted(part, key=lambda g: g.task), 2):
+            for method in claim.statistic.methods:
+                finding = claim.statistic.evaluate(a, b, method)
+                value = claim.statistic.published_for(a.task, b.task, method)
+                rows.append(_row(claim, a, finding, results_dir, pair=b, method=method,
+                                 published_value=value))
+    return rows
+
+
+def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
+         large: Group | None = None, pair: Group | None = None, method: str | None = None,
+         published_value: float | None = None) -> VerdictRow:
+    interval, share = finding.interval, finding.share
+    value = published_value if published_value is not None else claim.published_value
+    seeds = None
+    if finding.verdict is Verdict.INCONCLUSIVE and interval is not None and \
+            finding.boundary is not None:
+        seeds = seeds_to_decide(interval, finding.boundary)
+    size = group.size if large is None else f"{group.size} vs {large.size}"
+    in_scope = large is not None or claim.in_scope(group.examples)
+    reason = finding.reason
+    if seeds is not None:
+        reason = (reason + "; " if reason else "") + (
+            f"about {seeds} seeds per cell would decide it at the observed spread "
+            "(an estimate)")
+    command = None
+    if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family:
+        sizes = " ".join(_size_arg(g) for g in (group, large) if g is not None)
+        n = seeds or claim.n_min
+        command = (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
+                   f"{' '.join(t for t in (group.task, pair.task if pair else None) if t)} "
+                   f"--sizes {sizes} --seeds {max(n, claim.n_min)} --results {results_dir}")
+    return VerdictRow(
+        claim=claim.id, verdict=str(finding.verdict),
+        task=group.task if pair is None else f"{group.task} / {pair.task}",
+        train_size=size, model=group.model, differs=dict(group.differs),
+        estimate=None if interval is None else interval.estimate,
+        ci_low=None if interval is None or not interval.defined else interval.low,
+        ci_high=None if interval is None or not interval.defined else interval.high,
+        n_min=None if interval is None else interval.n_min,
+        method=(method or "") + (interval.method if interval else "") or None,
+        rule=str(finding.rule) if finding.rule else None,
+        share=None if share is None else share.estimate,
+        share_low=None if share is None or not share.defined else share.low,
+        share_high=None if share is None or not share.defined else share.high,
+        published=claim.published, published_value=value,
+        published_in_ci=(None if value is None or interval is None or not interval.defined
+                         else interval.contains(value)),
+        reason=reason, seeds_needed=seeds, command=command,
+        mapping=str(map_layer(3, group.num_layers)) if claim.uses_q else None,
+        note=None if in_scope else f"paper: {claim.sizes} data only",
+        figure=claim.figure,
+    )
+
+
+def _overall(claim: Claim, rows: Sequence[VerdictRow]) -> list[VerdictRow]:
+    """One verdict across tasks per protocol and size, from the in-scope task rows (with
+    ``overall="all"``: one per protocol over every task and size, all must hold)."""
+    by = defaultdict(list)
+    for r in rows:
+        if r.note is None and r.task is not None and "/" not in r.task:
+            size = "every size" if claim.overall == "all" else r.train_size
+            by[(size, r.model, tuple(sorted(r.differs.items())))].append(r)
+    out = []
+    for (size, model, differs), part in sorted(by.items(), key=lambda kv: str(kv[0])):
+        if len(part) < 2 or all(r.verdict == str(Verdict.NOT_ENOUGH_DATA) for r in part):
+            continue
+        verdicts = [Verdict(r.verdict) for r in part]
+        overall = (conjunction(verdicts) if claim.overall == "all"
+                   else across_tasks(verdicts))
+        counts = ", ".join(f"{sum(v is x for v in verdicts)} {x}" for x in Verdict
+                           if any(v is x for v in verdicts))
+        mixed = " (mixed across tasks)" if overall is Verdict.INCONCLUSIVE else ""
+        what = "tasks and sizes" if claim.overall == "all" else "tasks"
+        out.append(VerdictRow(claim=claim.id, verdict=str(overall), task=None,
+                              train_size=size, model=model, differs=dict(differs),
+                              published=claim.published,
+                              reason=f"{len(part)} {what}: {counts}{mixed}",
+                              mapping=part[0].mapping, figure=claim.figure))
+    return out
+
+
+def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
+    """The row of a claim the store has no in-scope runs for."""
+    low, _ = SIZES[claim.sizes]
+    where = f" at >= {low:,} examples" if low > 1_000 else (
+        " at <= 1,000 examples" if claim.sizes == "scarce" else "")
+    tasks = " ".join(claim.tasks)
+    have = sorted({g.task for g in found})
+    what = {"sizes": f"{claim.figure} runs at two sizes at least "
+                     f"{getattr(claim.statistic, 'ratio', 10):g}x apart of one task",
+            "tasks": f"{claim.figure} runs of the same permutations on two tasks"
+            }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
+    return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,
+                      train_size=None, model=None, published=claim.published,
+                      reason=(f"missing: {what} (the paper's tasks: "
+                              f"{tasks or 'any'}); the store has ok runs of "
+                              f"{', '.join(have) if have else 'no task'}"),
+                      command=(f"reinit-tune sweep {claim.figure}"
+                               + (f" --tasks {tasks}" if tasks else "")
+                               + {"plentiful": " --sizes 50000", "scarce": " --sizes 500"}
+                               .get(claim.sizes, "")
+                               + f" --seeds {claim.n_min} --results {results_dir}"),
+                      figure=claim.figure)
+
+
+def _size_arg(group: Group) -> str:
+    """A group's size as ``--sizes`` takes it: a count, a fraction or 'full'."""
+    if group.size.endswith("%"):
+        return f"{float(group.size.split('%')[0].split()[0]) / 100:g}"
+    return group.size.split()[0]

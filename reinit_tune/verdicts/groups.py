@@ -1,0 +1,145 @@
+"""The store's runs as groups a verdict may use (claims.md §0.6).
+
+A group is one task at one train size under one protocol: rows that differ in anything but
+the seed and the surgery a claim compares are never in one group. The pooling rule is the
+figures' own (``reinit_tune.analysis.frames.split``), so a verdict and the figure that
+shows its data always read the same runs; identical runs stored under two family names
+count once. Inside a group a cell's runs are indexed by seed (permutations: by order), so
+cells pair by seed where every cell has the same seeds; the data fingerprint is part of the
+protocol, so paired runs trained on the same subset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from reinit_tune.analysis import frames
+from reinit_tune.verdicts.conditions import KEY, Condition, Permuted, surgery_columns
+
+# What a claim compares inside a group: never a reason to keep runs apart.
+SURGERY_FIELDS = ("reinit_layers", "reinit_heads", "layer_order", "preserve_layernorm",
+                  "reinit_lr_multiplier", "probe_layer", "intermediate_task")
+EMPTY = pd.Series([], dtype=np.float64)
+# The columns a verdict reads (``store.load_trials(columns=...)``).
+COLUMNS = ("trial_id", "status", "experiment", "task", "train_size", "train_fraction",
+           "train_examples", "seed", "score", "metric", "model", "num_layers", "lr",
+           "batch_size", "epochs", "max_seq_length", "precision", "length_grouped",
+           "init_scheme", "schedule", "warmup_ratio", "data_fingerprint", "data_subset",
+           "reused_from", *SURGERY_FIELDS)
+
+
+@dataclass(frozen=True)
+class Group:
+    """One task × size × protocol's runs, with what tells it apart from the store's other
+    groups (``differs``: the split fields and their values). ``surgeries`` maps each
+    surgery key (``conditions.surgery_key``) to its runs' seeds and, per value (``score``
+    and the per-trial similarity summaries, ``reinit_tune.verdicts.layers``), their
+    values in seed order, one per seed."""
+
+    task: str
+    size: str
+    examples: float
+    setting: str
+    model: str
+    num_layers: int
+    metric: str
+    differs: tuple[tuple[str, str], ...]
+    surgeries: dict[tuple, tuple[np.ndarray, dict[str, np.ndarray]]] = field(
+        compare=False, repr=False)
+    _cells: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def protocol(self) -> tuple[str, str, int]:
+        """What must match for two groups (two sizes, two tasks) to be compared."""
+        return (self.setting, self.model, self.num_layers)
+
+    def has(self, condition: Condition) -> bool:
+        if isinstance(condition, Permuted):
+            return any(Permuted.matches(key) for key in self.surgeries)
+        return condition.key(self.num_layers) in self.surgeries
+
+    def cell(self, condition: Condition, value: str = "score") -> pd.Series:
+        """The cell's ``value`` (its runs' scores, or a per-trial similarity summary), one
+        per unit: per seed, or per permutation (its seeds averaged first, indexed by the
+        order written out). Runs that did not measure ``value`` are left out."""
+        if (condition, value) not in self._cells:
+            self._cells[condition, value] = self._cell(condition, value)
+        return self._cells[condition, value]
+
+    def _cell(self, condition: Condition, value: str) -> pd.Series:
+        if isinstance(condition, Permuted):
+            orders = {",".join(map(str, key[1])): float(np.nanmean(values[value]))
+                      for key, (_, values) in self.surgeries.items()
+                      if Permuted.matches(key) and np.isfinite(values[value]).any()}
+            return pd.Series(orders, dtype=np.float64).sort_index() if orders else EMPTY
+        found = self.surgeries.get(condition.key(self.num_layers))
+        if found is None:
+            return EMPTY
+        seeds, values = found
+        keep = np.isfinite(values[value])
+        return pd.Series(values[value][keep], index=seeds[keep]) if keep.any() else EMPTY
+
+    def __str__(self) -> str:
+        return f"{self.size} for {self.task}" + (f" ({self.setting})" if self.setting else "")
+
+
+def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[Group]:
+    """Every group of the ok runs of ``trials`` (a frame of ``store.load_trials``, with
+    any further per-trial ``values`` as columns), built column-wise: a store of 10^5 mixed
+    runs has some 10^4 groups."""
+    rows = trials[trials["status"] == "ok"] if "status" in trials else trials
+    rows = rows[pd.notna(rows["score"]) & pd.notna(rows["num_layers"])]
+    if rows.empty:
+        return []
+    for column in COLUMNS:
+        if column not in rows:
+            rows = rows.assign(**{column: None})
+    rows = frames.split(frames.normalize(rows.reset_index(drop=True)),
+                        series=["task", "train_size"], x=SURGERY_FIELDS)
+    fields = [f for f in rows.attrs.get("split", []) if f in rows]
+    rows = surgery_columns(rows)
+    keys = ["task_name", "size", "setting", "model", "num_layers"]
+    rows["_group"] = rows.groupby(keys, sort=True, dropna=False).ngroup()
+    heads = rows.groupby("_group", sort=True).agg(
+        **{k: (k, "first") for k in [*keys, "metric", *fields]},
+        examples=("train_examples", "median"))
+    surgeries = _surgeries(rows, values)
+    return [Group(str(h.task_name), str(h.size), float(h.examples), str(h.setting or ""),
+                  str(h.model), int(h.num_layers), str(h.metric),
+                  tuple((f, _text(getattr(h, f))) for f in fields),
+                  surgeries.get(g, {}))
+            for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
+
+
+def _surgeries(rows: pd.DataFrame, values: tuple[str, ...]
+               ) -> dict[int, dict[tuple, tuple[np.ndarray, dict[str, np.ndarray]]]]:
+    """Per group, per surgery key: the seeds and each value's mean per seed, in one
+    groupby."""
+    codes: dict[tuple, int] = {}
+    key_code = np.array([-1 if k is None else codes.setdefault(k, len(codes))
+                         for k in rows[KEY]], dtype=np.int64)
+    frame = pd.DataFrame({"g": rows["_group"].to_numpy(), "k": key_code,
+                          "seed": rows["seed"].to_numpy(np.int64),
+                          **{v: rows[v].to_numpy(np.float64) for v in values}})[key_code >= 0]
+    if frame.empty:  # only runs with other surgery (probes, heads): no cell of a claim
+        return {}
+    means = frame.groupby(["g", "k", "seed"], sort=True)[list(values)].mean().reset_index()
+    by_code = list(codes)
+    g, k, seeds = means["g"].to_numpy(), means["k"].to_numpy(), means["seed"].to_numpy()
+    columns = {v: means[v].to_numpy() for v in values}
+    starts = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (k[1:] != k[:-1])])
+    ends = np.r_[starts[1:], len(g)]
+    found: dict[int, dict] = {}
+    for a, b in zip(starts, ends, strict=True):
+        found.setdefault(int(g[a]), {})[by_code[k[a]]] = (
+            seeds[a:b], {v: c[a:b] for v, c in columns.items()})
+    return found
+
+
+def _text(value) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "default"
+    return str(value)

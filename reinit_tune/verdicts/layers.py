@@ -1,0 +1,58 @@
+"""Per-trial summaries of the similarity table (one row per trial and layer) that the
+layer-wise claims read as if they were scores: how weight change and attention change
+grow with depth in one finetuned model (000 §6.3, 002 §3).
+
+- ``rho_w_output``: Spearman ρ of the layer l = 1..L and the change of its output.dense
+  weights, ‖W_l^FT − W_l^pre‖₂ against the pretrained checkpoint (000's code);
+  ``rho_w_output_fro``: the same with the Frobenius norm against the trial's start (claims.md
+  asks for both norms).
+- ``js_late`` / ``js_early``: the mean attention JS divergence (002's formula) over the late
+  layers (l/L > 3/4) and over the early and middle ones; ``rho_js``: Spearman ρ of l and JS.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+VALUES = ("rho_w_output", "rho_w_output_fro", "js_late", "js_early", "rho_js")
+# what ``per_trial`` reads of the similarity table
+SIMILARITY_COLUMNS = ("trial_id", "layer", "attention_js", "w_output_spectral_pretrained",
+                      "w_output_fro")
+
+
+def _rho(layers: np.ndarray, values: np.ndarray) -> float:
+    keep = np.isfinite(values)
+    if keep.sum() < 3 or np.ptp(values[keep]) == 0:
+        return np.nan
+    return float(stats.spearmanr(layers[keep], values[keep]).statistic)
+
+
+def _column(part: pd.DataFrame, name: str) -> np.ndarray:
+    return (part[name].to_numpy(np.float64) if name in part
+            else np.full(len(part), np.nan))
+
+
+def per_trial(similarity: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial of the similarity table with ``VALUES`` (NaN where the trial did
+    not measure it)."""
+    if similarity is None or similarity.empty:
+        return pd.DataFrame(columns=["trial_id", *VALUES])
+    rows = []
+    for trial_id, part in similarity[similarity["layer"] >= 1].groupby("trial_id", sort=False):
+        layers = part["layer"].to_numpy(np.float64)
+        depth = layers / layers.max()
+
+        js = _column(part, "attention_js")
+        late = depth > 0.75
+        rows.append({
+            "trial_id": trial_id,
+            "rho_w_output": _rho(layers, _column(part, "w_output_spectral_pretrained")),
+            "rho_w_output_fro": _rho(layers, _column(part, "w_output_fro")),
+            "js_late": float(np.nanmean(js[late])) if np.isfinite(js[late]).any() else np.nan,
+            "js_early": (float(np.nanmean(js[~late])) if np.isfinite(js[~late]).any()
+                         else np.nan),
+            "rho_js": _rho(layers, js),
+        })
+    return pd.DataFrame(rows, columns=["trial_id", *VALUES])

@@ -1,0 +1,100 @@
+"""The report's Claims section as HTML: every verdict of the store (filterable), each
+linked to the report section that draws its runs, and the papers' contradictions
+(claims.md §7) side by side with what the store says of each side."""
+
+from __future__ import annotations
+
+import html
+import math
+
+from reinit_tune.verdicts.catalog import BY_ID
+from reinit_tune.verdicts.contradictions import CONTRADICTIONS
+from reinit_tune.verdicts.engine import VerdictRow
+from reinit_tune.verdicts.table import scope as verdict_scope
+
+
+def _badge(verdict: str) -> str:
+    return (f"<span class='v v-{verdict.split()[0]}'>{html.escape(verdict)}</span>")
+
+
+def _number(value, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"{value:+.{digits}f}"
+
+
+def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
+    """The report's first section: every claim's verdicts on this store (filterable), each
+    linked to the figure that draws its runs, then the papers' contradictions side by side
+    with what this store says of each side."""
+    counts = {}
+    for r in rows:
+        counts[r.verdict] = counts.get(r.verdict, 0) + 1
+    head = ["claim", "verdict", "scope", "estimate", "95% CI", "n", "published (inside CI?)",
+            "why, and what would decide it"]
+    body = []
+    for r in rows:
+        claim = BY_ID[r.claim]
+        section = links.get(r.figure or "")
+        link = (f"<a href='#{section}'>{html.escape(r.claim)}</a>" if section
+                else html.escape(r.claim))
+        share = (f"<br>share {r.share:.2f} [{_number(r.share_low, 2)}, "
+                 f"{_number(r.share_high, 2)}]" if r.share is not None else "")
+        overall = r.task is None and r.estimate is None
+        ci = (f"[{_number(r.ci_low)}, {_number(r.ci_high)}]" if r.ci_low is not None
+              else "per task" if overall else "-")
+        inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
+        published = (f"{r.published_value:g} ({inside})" if r.published_value is not None
+                     else html.escape(r.published))
+        why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason) if x)
+        if r.command:
+            why += f"<br>run: <code>{html.escape(r.command)}</code>"
+        estimate = _number(r.estimate) or ("per task" if overall else "-")
+        tip = html.escape(f"{claim.source}: \"{claim.quote}\" Estimate: {claim.estimate}",
+                          quote=True)
+        body.append(
+            f"<tr><td class=text title=\"{tip}\">{link}<br><small>"
+            f"{html.escape(claim.title)}</small></td>"
+            f"<td class=text>{_badge(r.verdict)}</td>"
+            f"<td class=text>{html.escape(verdict_scope(r))}</td>"
+            f"<td>{estimate}{share}</td><td>{ci}</td>"
+            f"<td>{'-' if r.n_min is None else r.n_min}</td>"
+            f"<td class=text>{published}</td><td class=text>{why}</td></tr>")
+    summary = ", ".join(f"{n} {html.escape(v)}" for v, n in counts.items())
+    table = ("<div class='table-wrap'><table id=\"claims-table\"><thead><tr>"
+             + "".join(f"<th class=text>{h}</th>" for h in head) + "</tr></thead><tbody>"
+             + "".join(body) + "</tbody></table></div>")
+    sides = []
+    for c in CONTRADICTIONS:
+        cells = []
+        for claim_id, says in c.sides:
+            found = [r for r in rows if r.claim == claim_id]
+            if claim_id not in BY_ID:
+                here = "not evaluated by reinit-tune yet"
+            elif not found:
+                here = "no verdict"
+            else:
+                overall = [r for r in found if r.task is None] or found
+                here = "; ".join(f"{_badge(r.verdict)} ({html.escape(verdict_scope(r))})"
+                                 for r in overall[:4])
+            cells.append(f"<div class=side><b>{html.escape(claim_id)}</b>: "
+                         f"{html.escape(says)}<br>this store: {here}</div>")
+        sides.append(f"<h4>{html.escape(c.id)}: {html.escape(c.question)}</h4>"
+                     f"<div class=sides>{''.join(cells)}</div>"
+                     f"<p class=source>Decided by {html.escape(c.decides)}."
+                     + (f" {html.escape(c.note)}." if c.note else "") + "</p>")
+    return (
+        "<section id='claims'><h2>Claims: do the papers' findings hold on these runs?</h2>"
+        "<p class='source'>Each testable claim of the papers, decided on this store's runs "
+        "(<code>reinit-tune verdicts</code> prints the same table): one verdict per task, "
+        "size and protocol, never pooling runs that differ in more than their seed. The "
+        "estimate is the claim's statistic with its 95% interval and the fewest runs in any "
+        f"cell it reads (n). {summary}.</p>"
+        "<p><input id='claims-filter' placeholder='filter: words that must all appear in a "
+        "row' size='50'></p>" + table
+        + "<h3>Where the papers disagree</h3>" + "".join(sides) + "</section>"
+        "<script>document.getElementById('claims-filter').addEventListener('input',e=>{"
+        "const w=e.target.value.toLowerCase().split(/\\s+/).filter(Boolean);"
+        "for(const tr of document.querySelectorAll('#claims-table tbody tr')){"
+        "const t=tr.textContent.toLowerCase();tr.hidden=!w.every(x=>t.includes(x));}});"
+        "</script>")

@@ -1,0 +1,479 @@
+"""The kinds of statistic a claim declares, each turning groups of runs into a ``Finding``.
+
+- ``Contrast``: [LIN] of cells of one group, paired by seed where every cell has the same
+  seeds, else Welch; decided by a ``Rule``; optionally only where the pretraining gain
+  F − E is significantly positive (a share is undefined otherwise) and with the share
+  displayed beside the contrast that decides it.
+- ``SizeContrast``: [LIN] of the same contrast at a scarce and a plentiful size (unpaired:
+  the sizes are independent groups), ``small − large``.
+- ``ShareShift``: [BOOT] of the difference of a share G(k) between two sizes.
+- ``EveryLayer``: one [LIN] per single-layer cell, Bonferroni, "for all cells".
+- ``TaskCorrelation``: [CORR] of the permutations' means between two tasks.
+- ``SeedMean`` / ``SeedRatio``: [BOOT] over seeds of a per-trial value of one cell (a
+  within-model Spearman ρ over layers, ``reinit_tune.verdicts.layers``), or of the ratio of
+  two such values' means (002's concentration of attention change in the late layers).
+A new claim of an existing kind is a declaration (``catalog``); a new kind is a class here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from reinit_tune.inference import (
+    Interval,
+    Verdict,
+    bonferroni_level,
+    cluster_bootstrap,
+    conjunction,
+    correlation,
+    directional,
+    equivalence,
+    non_superiority,
+    paired_contrast,
+    threshold,
+    trend,
+    unpaired_contrast,
+)
+from reinit_tune.inference.bootstrap import Group as BootGroup
+from reinit_tune.verdicts.conditions import Condition, Kept, Layer, Permuted
+from reinit_tune.verdicts.groups import Group
+
+Terms = Sequence[tuple[Condition, float]]
+LOOSE_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_spearman_mean"})
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How an interval decides (claims.md §0.5): ``directional`` (θ > 0, or < 0 with
+    ``value`` −1), ``threshold`` (θ ≥ value), ``equivalence`` (|θ| ≤ value),
+    ``non-superiority`` (θ ≤ value)."""
+
+    kind: str = "directional"
+    value: float = 0.0
+    margin: str | None = None  # "abs": value is δ_abs of the group's metric (§0.5)
+    against: float | None = None  # a threshold's own contradiction boundary, if not value
+
+    def at(self, metric: str) -> Rule:
+        """This rule with a metric-dependent margin resolved: δ_abs = 0.01 for accuracy,
+        F1 and EM, 0.02 for MCC and correlations."""
+        if self.margin != "abs":
+            return self
+        return Rule(self.kind, 0.02 if metric in LOOSE_METRICS else 0.01, None, self.against)
+
+    def decide(self, interval: Interval) -> Verdict:
+        if self.kind == "directional":
+            return directional(interval, positive=self.value >= 0)
+        if self.kind == "threshold" and self.against is not None:
+            if not interval.defined:
+                return Verdict.NOT_ENOUGH_DATA
+            return (Verdict.SUPPORTED if interval.low > self.value else
+                    Verdict.CONTRADICTED if interval.high < self.against else
+                    Verdict.INCONCLUSIVE)
+        if self.kind == "threshold":
+            return threshold(interval, self.value)
+        if self.kind == "equivalence":
+            return equivalence(interval, self.value)
+        if self.kind == "non-superiority":
+            return non_superiority(interval, self.value)
+        raise ValueError(f"unknown rule {self.kind!r}")
+
+    def boundary(self, interval: Interval) -> float:
+        """The value the interval must clear to decide, for "seeds needed"."""
+        if self.kind == "directional":
+            return 0.0
+        if self.kind == "equivalence":
+            return math.copysign(self.value, interval.estimate)
+        return self.value
+
+    def __str__(self) -> str:
+        return {"directional": "> 0" if self.value >= 0 else "< 0",
+                "threshold": f">= {self.value:g}", "equivalence": f"|.| <= {self.value:g}",
+                "non-superiority": f"<= {self.value:g}"}[self.kind]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What a statistic found in its groups."""
+
+    verdict: Verdict
+    interval: Interval | None = None
+    reason: str = ""
+    rule: Rule | None = None
+    share: Interval | None = None  # the displayed share, where the claim is about one
+    missing: tuple[str, ...] = ()  # cells without enough runs: "progressive k=2 (1 run)"
+    family: str | None = None  # the family whose runs would decide it
+
+    @property
+    def boundary(self) -> float | None:
+        return None if self.rule is None or self.interval is None \
+            else self.rule.boundary(self.interval)
+
+
+def _missing(cells: dict[str, pd.Series], n_min: int,
+             minimum: dict[str, int] | None = None) -> tuple[str, ...]:
+    minimum = minimum or {}
+    return tuple(f"{name} ({len(s)} run{'s' * (len(s) != 1)})" if len(s) else name
+                 for name, s in cells.items() if len(s) < max(n_min, minimum.get(name, 0)))
+
+
+def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
+        level: float = 0.95) -> tuple[Interval | None, tuple[str, ...], str | None]:
+    """Σ w · cell mean over the terms of each group (one list of terms per group): paired by
+    seed when there is one group and every cell has the same seed units, else Welch. Returns
+    the interval, or the missing cells and the family that runs them."""
+    cells: dict[str, pd.Series] = {}
+    weights: dict[str, float] = {}
+    minimum: dict[str, int] = {}
+    family = None
+    for group, group_terms in zip(groups, terms, strict=True):
+        for condition, weight in group_terms:
+            name = condition.describe(group.num_layers) + (
+                f" at {group.size}" if len(groups) > 1 else "")
+            cells[name] = group.cell(condition)
+            weights[name] = weights.get(name, 0.0) + weight
+            minimum[name] = condition.min_runs
+            family = family or condition.family
+    missing = _missing(cells, n_min, minimum)
+    if missing:
+        # the family that runs the first cell with no runs at all, else the first short one
+        empty = [c for g, ts in zip(groups, terms, strict=True) for c, _ in ts
+                 if not len(g.cell(c))]  # noqa: PLC1802
+        return None, missing, (empty[0].family if empty else family)
+    series = list(cells.values())
+    units = [tuple(s.index) for s in series]
+    seeds = len(groups) == 1 and not any(isinstance(c, Permuted) for c, _ in terms[0])
+    if seeds and all(u == units[0] for u in units):
+        matrix = np.column_stack([s.to_numpy() for s in series])
+        return paired_contrast(matrix, list(weights.values()), level), (), family
+    return unpaired_contrast([s.to_numpy() for s in series], list(weights.values()),
+                             level), (), family
+
+
+GAIN: Terms = ((Kept("F"), 1.0), (Kept("E"), -1.0))
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """[LIN] Σ w · s̄(cell) in one group, decided by ``rule``. ``needs_gain``: only where
+    T = F − E is significantly positive. ``share``: (numerator terms, denominator terms) of
+    the ratio displayed beside the contrast (e.g. G(q))."""
+
+    terms: Terms | Callable[[int], Terms]
+    rule: Rule = Rule()
+    needs_gain: bool = False
+    share: tuple[Terms, Terms] | None = None
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [c for c, _ in self.resolve(num_layers)]
+
+    def resolve(self, num_layers: int) -> Terms:
+        return self.terms(num_layers) if callable(self.terms) else self.terms
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        terms = self.resolve(group.num_layers)
+        rule = self.rule.at(group.metric)
+        interval, missing, family = lin([group], [terms], n_min)
+        if interval is None:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
+                           reason="missing: " + ", ".join(missing) + f" at {group}")
+        share = _share(group, self.share, n_min) if self.share else None
+        if self.needs_gain:
+            gain, _, _ = lin([group], [GAIN], n_min)
+            if gain is not None and directional(gain) is not Verdict.SUPPORTED:
+                return Finding(Verdict.INCONCLUSIVE, interval, rule=rule, share=share,
+                               family=family,
+                               reason=("no significant pretraining gain at this size (F - E "
+                                       f"{gain.estimate:+.3f}, CI {gain.low:+.3f} to "
+                                       f"{gain.high:+.3f}); shares undefined"))
+        return Finding(rule.decide(interval), interval, rule=rule, share=share,
+                       family=family)
+
+
+def _share(group: Group, ratio: tuple[Terms, Terms], n_min: int) -> Interval | None:
+    """A ratio of two contrasts with its seed-bootstrap interval (claims.md §0.4: [BOOT]
+    for display; the verdict uses the linear form)."""
+    numerator, denominator = ratio
+    conditions = list(dict.fromkeys(c for c, _ in (*numerator, *denominator)))
+    cells = [group.cell(c) for c in conditions]
+    if any(len(c) < max(n_min, 2) for c in cells):
+        return None
+    units = [tuple(c.index) for c in cells]
+    paired = all(u == units[0] for u in units)
+    index = {c: i for i, c in enumerate(conditions)}
+
+    def statistic(means):
+        m = means[0]
+        top = sum(w * m[index[c]] for c, w in numerator)
+        bottom = sum(w * m[index[c]] for c, w in denominator)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return top / bottom
+
+    return cluster_bootstrap([BootGroup.of([c.to_numpy() for c in cells], paired)],
+                             statistic)
+
+
+@dataclass(frozen=True)
+class SizeContrast:
+    """The same contrast at two sizes at least ``ratio``× apart, ``small − large``, by
+    unpaired [LIN] (the sizes are independent groups)."""
+
+    terms: Terms | Callable[[int], Terms]
+    rule: Rule = Rule()
+    ratio: float = 10.0
+    scope = "sizes"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        terms = self.terms(num_layers) if callable(self.terms) else self.terms
+        return [c for c, _ in terms]
+
+    def evaluate(self, small: Group, large: Group, n_min: int) -> Finding:
+        terms = self.terms(small.num_layers) if callable(self.terms) else self.terms
+        negated = [(c, -w) for c, w in terms]
+        interval, missing, family = lin([small, large], [terms, negated], n_min)
+        if interval is None:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
+                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+        return Finding(self.rule.decide(interval), interval, rule=self.rule, family=family)
+
+
+@dataclass(frozen=True)
+class ShareShift:
+    """[BOOT] G_large(k) − G_small(k), G(k) = (s̄(k) − s̄(0)) / (s̄(L) − s̄(0)), seeds
+    resampled inside each size, jointly over its cells where they pair. Only where T is
+    significantly positive at both sizes."""
+
+    k: str | int = "q"
+    rule: Rule = Rule()
+    ratio: float = 10.0
+    scope = "sizes"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept("E"), Kept(self.k), Kept("F")]
+
+    def evaluate(self, small: Group, large: Group, n_min: int) -> Finding:
+        conditions = (Kept("E"), Kept(self.k), Kept("F"))
+        boot, missing = [], []
+        for group in (large, small):
+            cells = [group.cell(c) for c in conditions]
+            missing += [f"{c.describe(group.num_layers)} at {group.size}"
+                        for c, s in zip(conditions, cells, strict=True) if len(s) < n_min]
+            units = [tuple(c.index) for c in cells]
+            boot.append(BootGroup.of([c.to_numpy() for c in cells],
+                                     all(u == units[0] for u in units)))
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=tuple(missing),
+                           family="progressive",
+                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+        for group in (small, large):
+            gain, _, _ = lin([group], [GAIN], n_min)
+            if gain is None or directional(gain) is not Verdict.SUPPORTED:
+                return Finding(Verdict.INCONCLUSIVE, family="progressive",
+                               reason=f"no significant pretraining gain at {group.size}; "
+                                      "shares undefined")
+
+        def statistic(means):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                shares = [(m[1] - m[0]) / (m[2] - m[0]) for m in means]
+            return shares[0] - shares[1]
+
+        interval = cluster_bootstrap(boot, statistic)
+        return Finding(self.rule.decide(interval), interval, rule=self.rule,
+                       family="progressive")
+
+
+@dataclass(frozen=True)
+class EveryLayer:
+    """For every single-layer cell l: F − s(l) − margin·(F − E) < 0 (the drop is below
+    ``margin`` of the pretraining gain), Bonferroni over the group's cells. Supported if
+    every upper bound is below 0, contradicted if any lower bound is above 0; the estimate
+    shown is the largest contrast. ``skip``: (task, layer) pairs the claim excepts."""
+
+    margin: float = 0.1
+    skip: tuple[tuple[str, int], ...] = ()
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept("F"), Kept("E"), *(Layer(n) for n in range(1, num_layers + 1))]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        layers = [layer for layer in range(1, group.num_layers + 1)
+                  if (group.task, layer) not in self.skip]
+        level = bonferroni_level(len(layers))
+        intervals, missing = [], []
+        for layer in layers:
+            terms = ((Kept("F"), 1 - self.margin), (Layer(layer), -1.0),
+                     (Kept("E"), self.margin))
+            interval, gaps, _ = lin([group], [terms], n_min, level)
+            missing += gaps
+            if interval is not None:
+                intervals.append(interval)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=tuple(dict.fromkeys(missing)),
+                           family="single_layer",
+                           reason="missing: " + ", ".join(dict.fromkeys(missing))
+                           + f" at {group}")
+        worst = max(intervals, key=lambda i: i.estimate)
+        if all(i.defined and i.high < 0 for i in intervals):
+            verdict = Verdict.SUPPORTED
+        elif any(i.defined and i.low > 0 for i in intervals):
+            verdict = Verdict.CONTRADICTED
+        else:
+            verdict = Verdict.INCONCLUSIVE
+        return Finding(verdict, worst, rule=Rule("directional", -1), family="single_layer",
+                       reason=f"{len(intervals)} layers, Bonferroni level {level:.4f}; "
+                              "the largest contrast shown")
+
+
+@dataclass(frozen=True)
+class TaskCorrelation:
+    """[CORR] between two tasks of the permutations' mean scores (the same permutation run
+    on both), by each of ``methods``; directional on the coefficient. ``published``: the
+    paper's coefficient per (task, task, method)."""
+
+    methods: tuple[str, ...] = ("spearman", "pearson")
+    min_units: int = 10
+    published: tuple[tuple[str, str, str, float], ...] = ()
+    scope = "tasks"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Permuted()]
+
+    def evaluate(self, a: Group, b: Group, method: str) -> Finding:
+        x, y = a.cell(Permuted()), b.cell(Permuted())
+        common = x.index.intersection(y.index)
+        if len(common) < self.min_units:
+            need = f"{self.min_units} permutations run on both {a.task} and {b.task}"
+            return Finding(Verdict.NOT_ENOUGH_DATA, family="permutations", missing=(need,),
+                           reason=f"missing: {need} at {a.size} ({len(common)} found)")
+        interval = correlation(x[common].to_numpy(), y[common].to_numpy(), method)
+        return Finding(directional(interval), interval, rule=Rule(), family="permutations")
+
+    def published_for(self, a: str, b: str, method: str) -> float | None:
+        for x, y, m, value in self.published:
+            if m == method and {x, y} == {a, b}:
+                return value
+        return None
+
+
+@dataclass(frozen=True)
+class All:
+    """A conjunction of contrasts in one group (claims.md §0.5): supported if every part is,
+    contradicted if any part is; each part's verdict is named in the reason, the first
+    part's estimate shown."""
+
+    parts: tuple[tuple[str, Contrast], ...]
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [c for _, part in self.parts for c in part.conditions(num_layers)]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        found = [(name, part.evaluate(group, n_min)) for name, part in self.parts]
+        missing = tuple(m for _, f in found for m in f.missing)
+        verdict = conjunction([f.verdict for _, f in found])
+        named = "; ".join(f"({name}) {f.verdict}"
+                          + (f" {f.interval.estimate:+.4f} [{f.interval.low:+.4f}, "
+                             f"{f.interval.high:+.4f}]" if f.interval and f.interval.defined
+                             else "") for name, f in found)
+        # the part shown: the first that decides against, else the first left undecided
+        first = next((f for _, f in found if f.verdict is verdict), found[0][1])
+        if verdict is Verdict.INCONCLUSIVE:
+            first = next(f for _, f in found if f.verdict is Verdict.INCONCLUSIVE)
+        reason = ("missing: " + ", ".join(dict.fromkeys(missing)) + f" at {group}"
+                  if missing else named)
+        return Finding(verdict, first.interval, reason, first.rule, missing=missing,
+                       family=first.family)
+
+
+@dataclass(frozen=True)
+class Trend:
+    """[TREND] Spearman's ρ between k and s̄(k) over every progressive k = 0..L, with the
+    seed bootstrap's interval; directional on ρ."""
+
+    rule: Rule = Rule()
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        ks = range(group.num_layers + 1)
+        cells = {Kept(k).describe(group.num_layers): group.cell(Kept(k)) for k in ks}
+        missing = _missing(cells, n_min)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
+                           reason="missing: " + ", ".join(missing) + f" at {group}")
+        interval = trend(list(ks), [c.to_numpy() for c in cells.values()])
+        return Finding(self.rule.decide(interval), interval, rule=self.rule,
+                       family="progressive")
+
+
+def _short(group: Group, condition: Kept, value: str, runs: int, family: str) -> Finding:
+    """Not enough runs of ``condition`` that measured ``value``."""
+    missing = f"{condition.describe(group.num_layers)} with {value} ({runs} runs)"
+    return Finding(Verdict.NOT_ENOUGH_DATA, missing=(missing,), family=family,
+                   reason=f"missing: {missing} at {group}")
+
+
+@dataclass(frozen=True)
+class SeedMean:
+    """The mean over seeds of the per-trial ``value`` of ``condition``'s runs, with the seed
+    bootstrap's interval (the delta method's t interval under 5 seeds), decided by ``rule``.
+    ``family``: the family whose runs measure ``value``."""
+
+    value: str
+    family: str
+    rule: Rule = Rule()
+    condition: Kept = Kept("F")
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [self.condition]
+
+    def evaluate(self, group: Group, n_min: int, level: float = 0.95) -> Finding:
+        cell = group.cell(self.condition, self.value)
+        if len(cell) < n_min:
+            return _short(group, self.condition, self.value, len(cell), self.family)
+        interval = cluster_bootstrap([BootGroup.of([cell.to_numpy()])],
+                                     lambda m: m[0][0], level=level)
+        return Finding(self.rule.decide(interval), interval, rule=self.rule,
+                       family=self.family)
+
+
+@dataclass(frozen=True)
+class SeedRatio:
+    """mean(``numerator``) / mean(``denominator``) over the seeds of ``condition``'s runs
+    (both per-trial values, paired by seed), seed bootstrap, decided by ``rule``."""
+
+    numerator: str
+    denominator: str
+    family: str
+    rule: Rule = Rule()
+    condition: Kept = Kept("F")
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [self.condition]
+
+    def evaluate(self, group: Group, n_min: int, level: float = 0.95) -> Finding:
+        top = group.cell(self.condition, self.numerator)
+        bottom = group.cell(self.condition, self.denominator)
+        seeds = top.index.intersection(bottom.index)
+        if len(seeds) < n_min:
+            return _short(group, self.condition, self.numerator, len(seeds), self.family)
+
+        def ratio(m):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return m[0][0] / m[0][1]
+
+        interval = cluster_bootstrap(
+            [BootGroup.of([top[seeds].to_numpy(), bottom[seeds].to_numpy()], paired=True)],
+            ratio, level=level)
+        return Finding(self.rule.decide(interval), interval, rule=self.rule,
+                       family=self.family)

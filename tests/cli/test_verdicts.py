@@ -1,0 +1,54 @@
+"""``reinit-tune verdicts`` through the real command: the table, the JSON, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reinit_tune import cli
+from tests.helpers import REPO, SyntheticStore, plant_progressive
+
+KEYS = {"claim", "verdict", "task", "train_size", "model", "differs", "estimate", "ci_low",
+        "ci_high", "n_min", "published", "reason", "seeds_needed"}
+
+
+def test_verdicts_table_and_json(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path / "r")
+    for task in ("sst2", "qnli"):
+        plant_progressive(synth, task, 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    out = tmp_path / "v.json"
+    code = cli.main(["verdicts", "--results", str(tmp_path / "r"), "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "003-C1   supported" in printed and "Traceback" not in printed
+    rows = json.loads(out.read_text())
+    assert all(KEYS <= set(r) for r in rows)
+    overall = [r for r in rows if r["claim"] == "003-C1" and r["task"] is None]
+    assert overall[0]["verdict"] == "supported" and "2 tasks: 2 supported" in overall[0]["reason"]
+    assert {r["verdict"] for r in rows} <= {"supported", "contradicted", "inconclusive",
+                                            "not enough data"}
+
+
+def test_only_the_named_claims(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-c1"]) == 0
+    printed = capsys.readouterr().out
+    assert {line.split()[0] for line in printed.splitlines()[1:-1]
+            if line[:1].isdigit()} == {"003-C1"}
+
+
+def test_refuses_what_it_cannot_read(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("not a store")
+    assert cli.main(["verdicts", "--results", str(tmp_path)]) == 2
+    assert "--results" in capsys.readouterr().err
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-C99"]) == 2
+    assert "003-C99" in capsys.readouterr().err
+
+
+def test_an_old_store_gets_verdicts_without_a_traceback(capsys):
+    fixture = Path(REPO) / "tests" / "fixtures" / "store-0.1"
+    assert cli.main(["verdicts", "--results", str(fixture)]) == 0
+    printed = capsys.readouterr()
+    assert "Traceback" not in printed.out + printed.err
+    assert "verdicts:" in printed.out.splitlines()[-1]

@@ -1,0 +1,350 @@
+"""Each P1 claim decided on planted stores: true (supported), false (contradicted), true
+under noise far above the effect (inconclusive), and short of runs (not enough data); the
+estimate and interval checked against an independent computation."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.weightstats import DescrStatsW
+
+from reinit_tune import store
+from reinit_tune.config import TrialConfig
+from reinit_tune.verdicts import BY_ID, evaluate
+from tests.helpers import SyntheticStore, plant_localized, plant_permutations, plant_progressive
+
+NED = "not enough data"
+
+
+def verdicts(root, claim: str):
+    return evaluate(store.load_trials(root), [BY_ID[claim]])
+
+
+def one(rows, task=None, size=None):
+    found = [r for r in rows if r.task == task and (size is None or r.train_size == size)]
+    assert len(found) == 1, [(r.task, r.train_size, r.verdict) for r in rows]
+    return found[0]
+
+
+def paired_t(per_seed):
+    low, high = DescrStatsW(per_seed).tconfint_mean(0.05)
+    return per_seed.mean(), low, high
+
+
+def welch(cells, weights):
+    v = np.array([w * w * c.var(ddof=1) / c.size for c, w in zip(cells, weights, strict=True)])
+    df = v.sum() ** 2 / sum(x * x / (c.size - 1) for x, c in zip(v, cells, strict=True))
+    est = sum(w * c.mean() for c, w in zip(cells, weights, strict=True))
+    half = stats.t.ppf(0.975, df) * math.sqrt(v.sum())
+    return est, est - half, est + half
+
+
+# -- 003-C1: G_50k(q) > 0.5, paired by seed ------------------------------------------------
+@pytest.mark.parametrize("q_mean,noise,want", [(0.8, 0.01, "supported"),
+                                               (0.6, 0.01, "contradicted"),
+                                               (0.7, 0.2, "inconclusive")])
+def test_003_c1(tmp_path, q_mean, noise, want):
+    synth = SyntheticStore(tmp_path)
+    # 6 layers: q = first 2 (1.5 rounded up)
+    scores = plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: q_mean, 6: 0.9},
+                                 noise=noise, seeds=6)
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    assert row.verdict == want
+    est, low, high = paired_t(scores[2] - 0.5 * scores[0] - 0.5 * scores[6])
+    if want == "inconclusive" and row.reason.startswith("no significant"):
+        pass  # the gain precondition failed under the noise: also inconclusive
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+    assert row.mapping == "first 3 of 12 -> first 2 of 6 (1.5 rounded half up)"
+    share = (scores[2] - scores[0]).mean() / (scores[6] - scores[0]).mean()
+    assert row.share == pytest.approx(share)
+    if want == "inconclusive":
+        assert row.seeds_needed is None or row.seeds_needed > 6
+        assert row.command and "--seeds" in row.command
+
+
+def test_003_c1_not_enough_data(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=1)
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    assert row.verdict == NED and "progressive k=2 (1 run)" in row.reason
+    assert row.command.startswith("reinit-tune sweep progressive ")
+    assert "--sizes 50000" in row.command and "--tasks sst2" in row.command
+
+
+def test_003_c1_at_a_smaller_size_is_labelled_and_left_out(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 5_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    rows = verdicts(tmp_path, "003-C1")
+    at_5k = one(rows, "sst2", "5000")
+    assert at_5k.verdict == "supported" and at_5k.note == "paper: plentiful data only"
+    claim_row = one(rows, None)
+    assert claim_row.verdict == NED and ">= 50,000" in claim_row.reason
+
+
+# -- 003-C2: G_large(q) - G_small(q) > 0, seed bootstrap over two sizes ---------------------
+@pytest.mark.parametrize("small_q,large_q,noise,want", [
+    (0.56, 0.8, 0.01, "supported"), (0.8, 0.56, 0.01, "contradicted"),
+    (0.7, 0.7, 0.1, "inconclusive")])
+def test_003_c2(tmp_path, small_q, large_q, noise, want):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(5)
+    small = plant_progressive(synth, "qnli", 500, {0: 0.5, 2: small_q, 6: 0.9}, seeds=8,
+                                noise=noise, rng=rng)
+    large = plant_progressive(synth, "qnli", 50_000, {0: 0.5, 2: large_q, 6: 0.9},
+                                seeds=8, noise=noise, rng=rng)
+    row = one(verdicts(tmp_path, "003-C2"), "qnli")
+    assert row.verdict == want and row.train_size == "500 vs 50000"
+
+    def share(s):
+        return (s[2].mean() - s[0].mean()) / (s[6].mean() - s[0].mean())
+    assert row.estimate == pytest.approx(share(large) - share(small))
+    assert row.ci_low < row.estimate < row.ci_high
+
+
+def test_003_c2_needs_two_sizes_ten_times_apart(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "qnli", 500, {0: 0.5, 2: 0.6, 6: 0.9})
+    plant_progressive(synth, "qnli", 2_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    row = one(verdicts(tmp_path, "003-C2"), None)
+    assert row.verdict == NED and "10x apart" in row.reason
+
+
+# -- 003-C3 / 004-C1: unpaired contrasts across sizes ---------------------------------------
+@pytest.mark.parametrize("claim,small,large,want", [
+    ("003-C3", {0: 0.5, 2: 0.55, 6: 0.8}, {0: 0.5, 2: 0.8, 6: 0.9}, "supported"),
+    ("003-C3", {0: 0.5, 2: 0.75, 6: 0.8}, {0: 0.5, 2: 0.6, 6: 0.9}, "contradicted"),
+    ("004-C1", {0: 0.5, 2: 0.52, 6: 0.8}, {0: 0.5, 2: 0.8, 6: 0.9}, "supported"),
+    ("004-C1", {0: 0.5, 2: 0.8, 6: 0.9}, {0: 0.5, 2: 0.52, 6: 0.8}, "contradicted")])
+def test_size_contrasts(tmp_path, claim, small, large, want):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(9)
+    a = plant_progressive(synth, "sst2", 500, small, seeds=10, rng=rng)
+    b = plant_progressive(synth, "sst2", 50_000, large, seeds=3, rng=rng)
+    row = one(verdicts(tmp_path, claim), "sst2")
+    assert row.verdict == want
+    hi, lo = (6, 2) if claim == "003-C3" else (2, 0)
+    est, low, high = welch([a[hi], a[lo], b[hi], b[lo]], [1, -1, -1, 1])
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+
+
+def test_size_contrast_inconclusive_under_noise(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(4)
+    plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.6, 6: 0.8}, seeds=4, noise=0.2,
+                        rng=rng)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=3, noise=0.2,
+                        rng=rng)
+    row = one(verdicts(tmp_path, "003-C3"), "sst2")
+    assert row.verdict == "inconclusive"
+    assert row.seeds_needed is None or row.seeds_needed > 3
+
+
+# -- 003-C9: localized blocks, a conjunction -------------------------------------------------
+def _blocks(first_kept, last_kept, first_reinit, last_reinit):
+    return {"E": 0.5, "F": 0.9, ("kept", 0): first_kept, ("kept", 3): last_kept,
+            ("reinit", 0): first_reinit, ("reinit", 3): last_reinit}
+
+
+@pytest.mark.parametrize("means,noise,want", [
+    (_blocks(0.8, 0.6, 0.8, 0.88), 0.01, "supported"),
+    (_blocks(0.6, 0.8, 0.8, 0.88), 0.01, "contradicted"),
+    (_blocks(0.8, 0.6, 0.85, 0.85), 0.01, "inconclusive")])
+def test_003_c9(tmp_path, means, noise, want):
+    synth = SyntheticStore(tmp_path)
+    scores = plant_localized(synth, "qnli", means, noise=noise)
+    row = one(verdicts(tmp_path, "003-C9"), "qnli")
+    assert row.verdict == want
+    # the part shown is (a), or the part (b) that leaves the conjunction undecided
+    shown = (scores[("reinit", 3)] - scores[("reinit", 0)] if want == "inconclusive"
+             else scores[("kept", 0)] - scores[("kept", 3)])
+    est, low, high = paired_t(shown)
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+    assert "(a:" in row.reason and "(b:" in row.reason
+
+
+def test_003_c9_missing_block(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    means = _blocks(0.8, 0.6, 0.8, 0.88)
+    del means[("reinit", 3)]
+    plant_localized(synth, "qnli", means)
+    row = one(verdicts(tmp_path, "003-C9"), "qnli")
+    assert row.verdict == NED and "localized block 10-12 reinitialized" in row.reason
+
+
+# -- 003-C13 / C14: permutations -----------------------------------------------------------
+@pytest.mark.parametrize("perm,want13,want14", [(0.55, "supported", "supported"),
+                                                (0.8, "supported", "contradicted"),
+                                                (0.95, "contradicted", "contradicted")])
+def test_003_c13_c14(tmp_path, perm, want13, want14):
+    synth = SyntheticStore(tmp_path)
+    s = plant_permutations(synth, "sst2", perm_mean=perm)
+    c13 = one(verdicts(tmp_path, "003-C13"), "sst2")
+    assert c13.verdict == want13
+    est, low, high = welch([s["F"], s["perm"]], [1, -1])
+    assert (c13.estimate, c13.ci_low, c13.ci_high) == pytest.approx((est, low, high))
+    c14 = one(verdicts(tmp_path, "003-C14"), "sst2")
+    assert c14.verdict == want14
+    est, low, high = welch([s["perm"], s["E"], s["F"]], [1, -0.5, -0.5])
+    assert (c14.estimate, c14.ci_low, c14.ci_high) == pytest.approx((est, low, high))
+
+
+def test_003_c13_needs_five_permutations(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    orders = [tuple(np.random.RandomState(n).permutation(6).tolist()) for n in (1, 2, 3)]
+    plant_permutations(synth, "sst2", perm_mean=0.6, orders=orders)
+    row = one(verdicts(tmp_path, "003-C13"), "sst2")
+    assert row.verdict == NED and "(3 runs)" in row.reason
+
+
+def test_003_c13_inconclusive_under_noise(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_permutations(synth, "sst2", perm_mean=0.88, noise=0.15)
+    assert one(verdicts(tmp_path, "003-C13"), "sst2").verdict == "inconclusive"
+
+
+# -- 003-C15: correlations over permutations, published values beside ------------------------
+def test_003_c15(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    effects = np.linspace(-0.1, 0.1, 10)
+    a = plant_permutations(synth, "sst2", perm_mean=0.6, effects=effects)
+    b = plant_permutations(synth, "cola", perm_mean=0.3, effects=effects[::-1] * 0 + effects)
+    rows = verdicts(tmp_path, "003-C15")
+    spearman = [r for r in rows if r.method.startswith("spearman")]
+    assert len(spearman) == 1 and spearman[0].verdict == "supported"
+    ref = stats.spearmanr(a["perm"], b["perm"])
+    assert spearman[0].estimate == pytest.approx(ref.statistic)
+    assert spearman[0].published_value == 0.74
+    assert spearman[0].published_in_ci == (spearman[0].ci_low <= 0.74 <= spearman[0].ci_high)
+    pearson = next(r for r in rows if r.method.startswith("pearson"))
+    ci = stats.pearsonr(a["perm"], b["perm"]).confidence_interval()
+    assert (pearson.ci_low, pearson.ci_high) == pytest.approx((ci.low, ci.high))
+
+
+def test_003_c15_unrelated_permutations_are_inconclusive(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(0)
+    plant_permutations(synth, "sst2", perm_mean=0.6, effects=rng.normal(0, .05, 10))
+    plant_permutations(synth, "qnli", perm_mean=0.6, effects=rng.normal(0, .05, 10))
+    rows = verdicts(tmp_path, "003-C15")
+    assert {r.verdict for r in rows} <= {"inconclusive", "contradicted"}
+    assert rows[0].published_value in (0.72, 0.46)
+
+
+# -- never pooled ----------------------------------------------------------------------------
+def test_two_learning_rates_give_two_labelled_verdicts(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, lr=2e-5)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.6, 6: 0.9}, lr=5e-5)
+    rows = [r for r in verdicts(tmp_path, "003-C1") if r.task == "sst2"]
+    assert sorted((r.differs.get("lr"), r.verdict) for r in rows) == [
+        ("2e-05", "supported"), ("5e-05", "contradicted")]
+    assert all(r.n_min == 5 for r in rows)  # 5 seeds each: nothing pooled
+
+
+def test_a_24_layer_model_maps_the_first_three_layers_to_six(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 6: 0.8, 24: 0.9}, layers=24,
+                        model="bert-large-uncased")
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    rows = [r for r in verdicts(tmp_path, "003-C1") if r.task == "sst2"]
+    assert sorted(r.mapping for r in rows) == [
+        "first 3 of 12 -> first 2 of 6 (1.5 rounded half up)",
+        "first 3 of 12 -> first 6 of 24"]
+    assert all(r.verdict == "supported" for r in rows)
+
+
+def test_reused_rows_count_once(tmp_path):
+    # the full model stored under progressive and copied under localized is one run per seed
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    trials = store.load_trials(tmp_path)
+    for row in trials[trials["num_pretrained_layers"] == 6].itertuples():
+        config = TrialConfig.from_dict(json.loads(row.config_json))
+        store.reuse_trial(tmp_path, row.trial_id, config.replace(experiment="localized"))
+    assert len(store.load_trials(tmp_path)) == 20
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    assert row.n_min == 5
+
+
+def test_every_claim_has_a_row_on_an_empty_store(tmp_path):
+    rows = evaluate(store.load_trials(tmp_path))
+    assert {r.claim for r in rows} == set(BY_ID)
+    assert all(r.verdict == NED and r.reason for r in rows)
+
+
+def test_every_command_a_verdict_prints_names_a_registered_family():
+    from reinit_tune import families
+    from reinit_tune.verdicts import CLAIMS
+
+    known = {f.name for f in families.all_families()}
+    for claim in CLAIMS:
+        assert claim.figure in known, claim.id
+        for layers in (6, 12, 24):
+            for condition in claim.statistic.conditions(layers):
+                assert condition.family in known, (claim.id, condition)
+
+
+# -- per-layer claims: 000-C13 (weights), 002-C1 (attention) -------------------------------
+def _similarity_store(tmp_path, *, w_slope: float, js_late: float, seeds: int = 4,
+                      noise: float = 0.02):
+    rng = np.random.default_rng(3)
+    synth = SyntheticStore(tmp_path)
+    rhos, ratios = [], []
+    for task in ("sst2", "qnli"):
+        for seed in range(seeds):
+            tid = synth.add("000-distance", task, 0.9, seed=seed, train_size=5000)
+            w = [1 + w_slope * layer + rng.normal(0, noise) for layer in range(1, 7)]
+            js = [0.01 + rng.normal(0, noise / 10) for _ in range(4)] + [
+                js_late + rng.normal(0, noise / 10) for _ in range(2)]
+            store.write_similarity(tmp_path, tid, [
+                {"trial_id": tid, "layer": layer, "w_output_spectral_pretrained": w[layer - 1],
+                 "w_output_fro": w[layer - 1], "attention_js": js[layer - 1]}
+                for layer in range(1, 7)])
+            rhos.append((task, stats.spearmanr(range(1, 7), w).statistic))
+            ratios.append((task, np.mean(js[4:]), np.mean(js[:4])))
+    return rhos, ratios
+
+
+def similarity_verdicts(root, claim):
+    return evaluate(store.load_trials(root), [BY_ID[claim]],
+                    similarity=store.load_similarity(root))
+
+
+@pytest.mark.parametrize("slope,want", [(0.5, "supported"), (-0.5, "contradicted")])
+def test_000_c13_weight_change_grows_with_depth(tmp_path, slope, want):
+    rhos, _ = _similarity_store(tmp_path, w_slope=slope, js_late=0.05)
+    rows = similarity_verdicts(tmp_path, "000-C13")
+    row = one(rows, "sst2")
+    assert row.verdict == want
+    assert row.estimate == pytest.approx(np.mean([r for t, r in rhos if t == "sst2"]))
+    overall = one(rows, None)
+    assert overall.verdict == want and "2 tasks and sizes" in overall.reason
+
+
+@pytest.mark.parametrize("late,want", [(0.05, "supported"), (0.004, "contradicted")])
+def test_002_c1_attention_change_concentrates_late(tmp_path, late, want):
+    _, ratios = _similarity_store(tmp_path, w_slope=0.5, js_late=late)
+    row = one(similarity_verdicts(tmp_path, "002-C1"), "qnli")
+    assert row.verdict == want
+    q = [(a, b) for t, a, b in ratios if t == "qnli"]
+    assert row.estimate == pytest.approx(np.mean([a for a, _ in q]) / np.mean([b for _, b in q]))
+
+
+def test_per_layer_claims_without_similarity_rows_name_the_sweep(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 5000, {0: 0.5, 6: 0.9})
+    rows = similarity_verdicts(tmp_path, "002-C1")
+    assert [r.verdict for r in rows] == [NED]
+    assert rows[0].command.startswith("reinit-tune sweep 002-dynamics")
+
+
+def test_a_store_of_probes_only_has_no_cells_and_no_error(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    for layer in range(3):
+        synth.add("probing", "sst2", 0.6, probe_layer=layer)
+    rows = verdicts(tmp_path, "003-C1")
+    assert [r.verdict for r in rows] == [NED]
