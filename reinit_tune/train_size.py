@@ -43,6 +43,14 @@ class TrainSize:
         return value if isinstance(value, TrainSize) else cls(value)
 
     @classmethod
+    def stored(cls, value: float | None) -> TrainSize:
+        """The size a stored row's number means: NaN or None the full split, below 1 a
+        fraction, else a count (Parquet and pandas may hand a count back as a float)."""
+        if value is None or value != value:  # None or NaN
+            return cls(None)
+        return cls(float(value)) if value < 1 else cls(int(value))
+
+    @classmethod
     def parse(cls, text: str) -> Size:
         """A train size from the command line: '500' → 500 examples, '0.1' → a 10% fraction,
         'full' → the whole split (None). Returns the plain value a config stores."""
@@ -104,6 +112,14 @@ class TrainSize:
             return "full (all of the split)"
         return f"{self.value:g} ({self.value:.1%} of the split)" if self.is_fraction \
             else str(self.value)
+
+    @property
+    def figure_label(self) -> str:
+        """How a figure names it: '500', '10%', '0.6%' or 'full' (every distinct fraction
+        a distinct label: 000 runs QNLI at both 1% and 0.6%)."""
+        if self.is_full:
+            return "full"
+        return f"{100 * self.value:.4g}%" if self.is_fraction else str(self.value)
 
     @property
     def label(self) -> str:

@@ -11,6 +11,7 @@ from scipy import stats
 
 from reinit_tune import store
 from reinit_tune.metrics import metric_range
+from reinit_tune.train_size import TrainSize
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -89,10 +90,5 @@ def _subset_note(row: dict) -> str:
 
 
 def size_label(train_size: float | None) -> str:
-    """'500', '10%', '0.6%' or 'full' for a stored ``train_size``: every distinct fraction
-    gets a distinct label (000 runs QNLI at both 1% and 0.6%)."""
-    if train_size is None or (isinstance(train_size, float) and np.isnan(train_size)):
-        return "full"
-    if train_size < 1:
-        return f"{100 * train_size:.4g}%"
-    return f"{int(train_size)}"
+    """'500', '10%', '0.6%' or 'full' for a stored ``train_size`` (``TrainSize``)."""
+    return TrainSize.stored(train_size).figure_label

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -183,6 +184,24 @@ class FigureSpec:
     # The paper's aggregation where it states one instead of the mean: the better of each
     # ``best_of`` runs (001 §7); the figure's draw function takes the same value.
     best_of: int | None = None
+
+
+class FigureModule:
+    """A figure module of ``reinit_tune.analysis`` imported on first use: declaring the
+    families (and ``reinit-tune --help``) then loads neither pandas' figures nor scipy nor
+    matplotlib. Its attributes are functions that import the module when called."""
+
+    def __init__(self, name: str):
+        self._name = f"reinit_tune.analysis.{name}"
+
+    def __getattr__(self, attr: str) -> Callable[..., Any]:
+        module = self._name
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return getattr(importlib.import_module(module), attr)(*args, **kwargs)
+
+        call.__name__ = call.__qualname__ = attr
+        return call
 
 
 def plot(name: str, function: Callable[..., tuple], *inputs: str

@@ -6,10 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reinit_tune.analysis import heads as figures
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
-from reinit_tune.families.base import Family, FigureSpec, Flag, Grid, choose_layers, expand, plot
+from reinit_tune.families.base import (
+    Family,
+    FigureModule,
+    FigureSpec,
+    Flag,
+    Grid,
+    choose_layers,
+    expand,
+    plot,
+)
+
+figures = FigureModule("heads")
 
 HEAD_TASKS = ("cola", "stsb")  # 001 Exp 3
 

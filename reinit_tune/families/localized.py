@@ -4,18 +4,20 @@ full-model and embeddings-only baselines."""
 
 from __future__ import annotations
 
-from reinit_tune.analysis import localized as figures
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.families.base import (
     DEFAULT_SIZE,
     PAPER_TASKS,
     Family,
+    FigureModule,
     FigureSpec,
     Grid,
     expand,
     plot,
 )
+
+figures = FigureModule("localized")
 
 BLOCK_SIZE = 3  # 003 §4: blocks of three consecutive layers
 

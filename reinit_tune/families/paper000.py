@@ -21,12 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import partial
 
-from reinit_tune.analysis import progressive as curves
-from reinit_tune.analysis import similarity as distances
 from reinit_tune.config import TrialConfig
 from reinit_tune.families import probing, progressive
 from reinit_tune.families.base import (
     Family,
+    FigureModule,
     FigureSpec,
     Flag,
     Grid,
@@ -36,6 +35,9 @@ from reinit_tune.families.base import (
     expand,
     plot,
 )
+
+curves = FigureModule("progressive")
+distances = FigureModule("similarity")
 
 TASKS = ("sst2", "qnli", "cola")
 # §4.3.1: 100%, 10% and 1% of SST-2 and QNLI; Fig. 1c: QNLI also at 0.6%; Fig. 1d: CoLA.

@@ -32,18 +32,20 @@ from __future__ import annotations
 
 from functools import partial
 
-from reinit_tune.analysis import heads as head_figures
-from reinit_tune.analysis import progressive as curves
-from reinit_tune.analysis import sequential as matrix
 from reinit_tune.families import heads, progressive, sequential
 from reinit_tune.families.base import (
     Family,
+    FigureModule,
     FigureSpec,
     RunDefaults,
     TaskSettings,
     Training,
     plot,
 )
+
+head_figures = FigureModule("heads")
+curves = FigureModule("progressive")
+matrix = FigureModule("sequential")
 
 MODEL = "bert-base-cased"
 TRAINING = Training(lr=2e-5, batch_size=32)

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from reinit_tune.analysis import similarity as layers
 from reinit_tune.config import TrialConfig
 from reinit_tune.families.base import (
     Family,
+    FigureModule,
     FigureSpec,
     Grid,
     RunDefaults,
@@ -28,6 +28,8 @@ from reinit_tune.families.base import (
     expand,
     plot,
 )
+
+layers = FigureModule("similarity")
 
 TABLE_1 = {
     "mnli": TaskSettings(lr=3e-5, batch_size=64, epochs=3),

@@ -10,9 +10,18 @@ from __future__ import annotations
 
 from functools import partial
 
-from reinit_tune.analysis import permutations as figures
 from reinit_tune.families import permutations
-from reinit_tune.families.base import DEFAULT_SIZE, PAPER_TASKS, Family, FigureSpec, Flag, plot
+from reinit_tune.families.base import (
+    DEFAULT_SIZE,
+    PAPER_TASKS,
+    Family,
+    FigureModule,
+    FigureSpec,
+    Flag,
+    plot,
+)
+
+figures = FigureModule("permutations")
 
 EXPERIMENT = "003-permutations-authors"
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from reinit_tune.analysis import permutations as figures
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.families.base import (
     DEFAULT_SIZE,
     PAPER_TASKS,
     Family,
+    FigureModule,
     FigureSpec,
     Flag,
     Grid,
@@ -20,6 +20,8 @@ from reinit_tune.families.base import (
     plot,
     settings,
 )
+
+figures = FigureModule("permutations")
 
 PERMUTATIONS = 10  # 003 §5, Table 1: N = 10
 

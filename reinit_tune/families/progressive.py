@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reinit_tune.analysis import progressive as figures
 from reinit_tune.config import TrialConfig
 from reinit_tune.families.base import (
     PAPER_SIZES,
     PAPER_TASKS,
     Family,
+    FigureModule,
     FigureSpec,
     Flag,
     Grid,
@@ -20,6 +20,8 @@ from reinit_tune.families.base import (
     expand,
     plot,
 )
+
+figures = FigureModule("progressive")
 
 K_FLAG = Flag("--k", "pretrained layers to keep (default: every k in 0..L)", nargs="+")
 

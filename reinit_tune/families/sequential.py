@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reinit_tune.analysis import sequential as figures
 from reinit_tune.config import TrialConfig
-from reinit_tune.families.base import Family, FigureSpec, Flag, Grid, expand, plot
+from reinit_tune.families.base import Family, FigureModule, FigureSpec, Flag, Grid, expand, plot
 from reinit_tune.tasks import TASKS, get_task
+
+figures = FigureModule("sequential")
 
 SEQUENTIAL_TASKS = ("cola", "mrpc", "rte", "wnli")  # 001 Exp 1
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reinit_tune.analysis import localized as figures
 from reinit_tune.config import TrialConfig
 from reinit_tune.families.base import (
     DEFAULT_SIZE,
     PAPER_TASKS,
     Family,
+    FigureModule,
     FigureSpec,
     Flag,
     Grid,
@@ -18,6 +18,8 @@ from reinit_tune.families.base import (
     expand,
     plot,
 )
+
+figures = FigureModule("localized")
 
 
 def build(grid: Grid, *, layers: Iterable[int] | None = None) -> list[TrialConfig]:

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reinit_tune.analysis import progressive as figures
 from reinit_tune.config import TrialConfig
 from reinit_tune.families import progressive
 from reinit_tune.families.base import (
     PAPER_TASKS,
     SMALL_DATA,
     Family,
+    FigureModule,
     FigureSpec,
     Grid,
     expand,
     plot,
 )
+
+figures = FigureModule("progressive")
 
 
 def build(grid: Grid, *, k: Iterable[int] | None = None) -> list[TrialConfig]:

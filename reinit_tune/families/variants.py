@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from reinit_tune.analysis import variants as figures
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.families import progressive
@@ -15,6 +14,7 @@ from reinit_tune.families.base import (
     DEFAULT_SIZE,
     PAPER_TASKS,
     Family,
+    FigureModule,
     FigureSpec,
     Flag,
     Grid,
@@ -24,6 +24,8 @@ from reinit_tune.families.base import (
     parse_size,
     plot,
 )
+
+figures = FigureModule("variants")
 
 EPOCH_STUDY_EPOCHS = 10  # 003 App. D: validation tracked up to 10 epochs
 EPOCH_STUDY_SIZES = (500, 5_000)

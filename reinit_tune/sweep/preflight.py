@@ -4,7 +4,10 @@
 machine and on the sweep as a whole: every config against its model's shape, model files,
 data files and their columns and labels, train sizes against the real splits, the results
 and storage folders, and the placement options. Every problem is one line saying what to
-change; all of them are reported together in one ``InputError``, and nothing starts.
+change; all of them are reported together in one ``InputError``, and nothing starts. (Its
+length, a little past the package's usual module size, is the list of checks itself: each
+is a few lines, and keeping them in one pass keeps "every problem, one message" in one
+place.)
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from reinit_tune.verdicts.claim import Claim
 from reinit_tune.verdicts.conditions import Block, Kept, Permuted
+from reinit_tune.verdicts.rule import Rule
 from reinit_tune.verdicts.statistics import (
     GAIN,
     All,
     Contrast,
     EveryLayer,
-    Rule,
     SeedMean,
     SeedRatio,
     ShareShift,

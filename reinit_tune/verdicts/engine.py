@@ -111,6 +111,8 @@ def _touches(claim: Claim, group: Group) -> bool:
     """Whether ``group`` has runs of a cell that is this claim's own (of its family, other
     than the full and the embeddings-only model, which most families run): a store of other
     experiments gets no row per group, only the claim's one "not enough data" row."""
+    if (touched := getattr(claim.statistic, "touched", None)) is not None:
+        return touched(group)  # a per-trial value the statistic reads (similarity)
     common = {Kept("E").describe(group.num_layers), Kept("F").describe(group.num_layers)}
     conditions = claim.statistic.conditions(group.num_layers)
     own = [c for c in conditions

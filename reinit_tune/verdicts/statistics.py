@@ -17,7 +17,6 @@ A new claim of an existing kind is a declaration (``catalog``); a new kind is a 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -32,86 +31,16 @@ from reinit_tune.inference import (
     conjunction,
     correlation,
     directional,
-    equivalence,
-    non_superiority,
     paired_contrast,
-    threshold,
     trend,
     unpaired_contrast,
 )
 from reinit_tune.inference.bootstrap import Group as BootGroup
 from reinit_tune.verdicts.conditions import Condition, Kept, Layer, Permuted
 from reinit_tune.verdicts.groups import Group
+from reinit_tune.verdicts.rule import Finding, Rule
 
 Terms = Sequence[tuple[Condition, float]]
-LOOSE_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_spearman_mean"})
-
-
-@dataclass(frozen=True)
-class Rule:
-    """How an interval decides (claims.md §0.5): ``directional`` (θ > 0, or < 0 with
-    ``value`` −1), ``threshold`` (θ ≥ value), ``equivalence`` (|θ| ≤ value),
-    ``non-superiority`` (θ ≤ value)."""
-
-    kind: str = "directional"
-    value: float = 0.0
-    margin: str | None = None  # "abs": value is δ_abs of the group's metric (§0.5)
-    against: float | None = None  # a threshold's own contradiction boundary, if not value
-
-    def at(self, metric: str) -> Rule:
-        """This rule with a metric-dependent margin resolved: δ_abs = 0.01 for accuracy,
-        F1 and EM, 0.02 for MCC and correlations."""
-        if self.margin != "abs":
-            return self
-        return Rule(self.kind, 0.02 if metric in LOOSE_METRICS else 0.01, None, self.against)
-
-    def decide(self, interval: Interval) -> Verdict:
-        if self.kind == "directional":
-            return directional(interval, positive=self.value >= 0)
-        if self.kind == "threshold" and self.against is not None:
-            if not interval.defined:
-                return Verdict.NOT_ENOUGH_DATA
-            return (Verdict.SUPPORTED if interval.low > self.value else
-                    Verdict.CONTRADICTED if interval.high < self.against else
-                    Verdict.INCONCLUSIVE)
-        if self.kind == "threshold":
-            return threshold(interval, self.value)
-        if self.kind == "equivalence":
-            return equivalence(interval, self.value)
-        if self.kind == "non-superiority":
-            return non_superiority(interval, self.value)
-        raise ValueError(f"unknown rule {self.kind!r}")
-
-    def boundary(self, interval: Interval) -> float:
-        """The value the interval must clear to decide, for "seeds needed"."""
-        if self.kind == "directional":
-            return 0.0
-        if self.kind == "equivalence":
-            return math.copysign(self.value, interval.estimate)
-        return self.value
-
-    def __str__(self) -> str:
-        return {"directional": "> 0" if self.value >= 0 else "< 0",
-                "threshold": f">= {self.value:g}", "equivalence": f"|.| <= {self.value:g}",
-                "non-superiority": f"<= {self.value:g}"}[self.kind]
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What a statistic found in its groups."""
-
-    verdict: Verdict
-    interval: Interval | None = None
-    reason: str = ""
-    rule: Rule | None = None
-    share: Interval | None = None  # the displayed share, where the claim is about one
-    missing: tuple[str, ...] = ()  # cells without enough runs: "progressive k=2 (1 run)"
-    family: str | None = None  # the family whose runs would decide it
-
-    @property
-    def boundary(self) -> float | None:
-        return None if self.rule is None or self.interval is None \
-            else self.rule.boundary(self.interval)
 
 
 def _missing(cells: dict[str, pd.Series], n_min: int,
@@ -373,6 +302,12 @@ class All:
     def conditions(self, num_layers: int) -> list[Condition]:
         return [c for _, part in self.parts for c in part.conditions(num_layers)]
 
+    @property
+    def touched(self):
+        """Whether a group has the parts' own runs, where the parts say (per-trial values)."""
+        checks = [part.touched for _, part in self.parts if hasattr(part, "touched")]
+        return (lambda group: any(check(group) for check in checks)) if checks else None
+
     def evaluate(self, group: Group, n_min: int) -> Finding:
         found = [(name, part.evaluate(group, n_min)) for name, part in self.parts]
         missing = tuple(m for _, f in found for m in f.missing)
@@ -436,6 +371,9 @@ class SeedMean:
     def conditions(self, num_layers: int) -> list[Condition]:
         return [self.condition]
 
+    def touched(self, group: Group) -> bool:
+        return len(group.cell(self.condition, self.value)) > 0
+
     def evaluate(self, group: Group, n_min: int, level: float = 0.95) -> Finding:
         cell = group.cell(self.condition, self.value)
         if len(cell) < n_min:
@@ -460,6 +398,9 @@ class SeedRatio:
 
     def conditions(self, num_layers: int) -> list[Condition]:
         return [self.condition]
+
+    def touched(self, group: Group) -> bool:
+        return len(group.cell(self.condition, self.numerator)) > 0
 
     def evaluate(self, group: Group, n_min: int, level: float = 0.95) -> Finding:
         top = group.cell(self.condition, self.numerator)

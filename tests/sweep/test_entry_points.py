@@ -1,7 +1,8 @@
 """Every way into a sweep is one sweep: ``reinit-tune sweep <family>``, ``python
 sweeps/<family>.py`` and the Python API (``run_sweep``) plan the same trials and print the same
 dry run (the grid, the counts, the estimate) for every family, copied trials included; and
-the command's help and family listing load neither torch nor Ray."""
+the command's help and family listing load neither torch nor Ray (nor pandas, scipy and
+matplotlib: the families' figure modules are imported when a figure is drawn)."""
 
 from __future__ import annotations
 
@@ -111,7 +112,8 @@ try:
     code = main({argv!r})
 except SystemExit as e:
     code = e.code
-heavy = sorted(m for m in ("torch", "ray", "transformers") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "ray", "transformers", "scipy", "matplotlib", "pandas")
+               if m in sys.modules)
 print("HEAVY", heavy, code)
 """
 
