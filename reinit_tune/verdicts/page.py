@@ -12,6 +12,9 @@ from reinit_tune.verdicts.contradictions import CONTRADICTIONS
 from reinit_tune.verdicts.engine import VerdictRow
 from reinit_tune.verdicts.table import scope as verdict_scope
 
+# Rows the page lists at most (all of them go to ``reinit-tune verdicts``).
+MAX_ROWS = 500
+
 
 def _badge(verdict: str) -> str:
     return (f"<span class='v v-{verdict.split()[0]}'>{html.escape(verdict)}</span>")
@@ -32,8 +35,13 @@ def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     head = ["claim", "verdict", "scope", "estimate", "95% CI", "n", "published (inside CI?)",
             "why, and what would decide it"]
+    # every verdict with a number, and each claim's own rows; a group short of runs is only
+    # counted when there are many (a store mixing 10^5 configurations has 10^4 groups)
+    shown = [r for r in rows if r.verdict != "not enough data" or r.task is None
+             or len(rows) <= MAX_ROWS]
+    left_out = len(rows) - len(shown[:MAX_ROWS])
     body = []
-    for r in rows:
+    for r in shown[:MAX_ROWS]:
         claim = BY_ID[r.claim]
         section = links.get(r.figure or "")
         link = (f"<a href='#{section}'>{html.escape(r.claim)}</a>" if section
@@ -89,7 +97,10 @@ def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
         "(<code>reinit-tune verdicts</code> prints the same table): one verdict per task, "
         "size and protocol, never pooling runs that differ in more than their seed. The "
         "estimate is the claim's statistic with its 95% interval and the fewest runs in any "
-        f"cell it reads (n). {summary}.</p>"
+        f"cell it reads (n). {summary}."
+        + (f" {left_out} rows are not listed here (groups short of runs, past {MAX_ROWS} "
+           "rows); <code>reinit-tune verdicts --json FILE</code> writes them all."
+           if left_out else "") + "</p>"
         "<p><input id='claims-filter' placeholder='filter: words that must all appear in a "
         "row' size='50'></p>" + table
         + "<h3>Where the papers disagree</h3>" + "".join(sides) + "</section>"

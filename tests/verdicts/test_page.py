@@ -34,3 +34,16 @@ def test_a_report_of_one_figure_skips_the_claims(tmp_path):
     plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.52, 6: 0.8})
     assert report.run(tmp_path / "r", tmp_path / "out", only=["progressive"]) == 0
     assert "id='claims'" not in (tmp_path / "out" / "report.html").read_text()
+
+
+def test_a_large_store_lists_what_was_decided_and_counts_the_rest():
+    from reinit_tune.verdicts.engine import VerdictRow
+    from reinit_tune.verdicts.page import MAX_ROWS, claims_html
+
+    short = [VerdictRow("003-C1", "not enough data", "sst2", str(n), "m", reason="missing")
+             for n in range(MAX_ROWS + 10)]
+    decided = [VerdictRow("003-C1", "supported", "qnli", "500", "m", estimate=0.1,
+                          ci_low=0.05, ci_high=0.15, n_min=3)]
+    page = claims_html(decided + short, {})
+    assert page.count("<tr><td") == 1 and "v-supported" in page
+    assert f"{MAX_ROWS + 10} rows are not listed here" in page
