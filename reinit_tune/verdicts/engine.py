@@ -164,6 +164,11 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     size = group.size if large is None else f"{group.size} vs {large.size}"
     in_scope = large is not None or claim.in_scope(group.examples)
     reason = finding.reason
+    if not reason and finding.rule is not None and interval is not None:
+        reason = {Verdict.SUPPORTED: "the 95% interval meets the claim's rule",
+                  Verdict.CONTRADICTED: "the 95% interval lies against the claim's rule",
+                  Verdict.INCONCLUSIVE: "the 95% interval crosses the rule's boundary"
+                  }.get(finding.verdict, "") + f" (estimate {finding.rule})"
     if seeds is not None:
         reason = (reason + "; " if reason else "") + (
             f"about {seeds} seeds per cell would decide it at the observed spread "

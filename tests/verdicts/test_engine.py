@@ -348,3 +348,25 @@ def test_a_store_of_probes_only_has_no_cells_and_no_error(tmp_path):
         synth.add("probing", "sst2", 0.6, probe_layer=layer)
     rows = verdicts(tmp_path, "003-C1")
     assert [r.verdict for r in rows] == [NED]
+
+
+@pytest.mark.parametrize("claim", ["003-C3", "004-C1", "000-C1"])
+def test_size_contrasts_short_of_seeds_at_one_size(tmp_path, claim):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.55, 6: 0.8}, seeds=5)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=1)
+    row = one(verdicts(tmp_path, claim), "sst2")
+    assert row.verdict == NED and "at 50000 (1 run)" in row.reason
+
+
+def test_003_c14_and_c15_short_of_permutations(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    orders = [tuple(np.random.RandomState(n).permutation(6).tolist()) for n in range(1, 8)]
+    plant_permutations(synth, "sst2", perm_mean=0.6, orders=orders)
+    plant_permutations(synth, "qnli", perm_mean=0.6, orders=orders)
+    c14 = one(verdicts(tmp_path, "003-C14"), "sst2")
+    assert c14.verdict != NED  # 7 permutations: enough for the contrast
+    c15 = verdicts(tmp_path, "003-C15")
+    assert {r.verdict for r in c15} == {NED}
+    assert all("10 permutations run on both" in r.reason and "(7 found)" in r.reason
+               for r in c15)
