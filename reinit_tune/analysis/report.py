@@ -340,12 +340,12 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
                      f"row{'s' * (len(malformed) > 1)}</b> (no reader uses them; "
                      "<code>reinit-tune store check</code> lists them all):"
                      f"<ul>{shown}{more}</ul></div>")
-    parts.append(_degenerate_html(data))
-    if verdict_rows:
+    if verdict_rows:  # the report leads with what the runs say of the papers' claims
         drawn = {s.key for s in sections_ if s.figures}
         links = {f.name: next((s.key for s in f.figures if s.key in drawn), None)
                  for f in families.all_families()}
         parts.append(claims_html(verdict_rows, links))
+    parts.append(_degenerate_html(data))
     present = data.experiments
     absent = [e for e in experiments() if e not in present]
     parts.append(f"<p>experiments in the store: <b>{html.escape(', '.join(present) or 'none')}"

@@ -48,7 +48,7 @@ def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
                 else html.escape(r.claim))
         share = (f"<br>share {r.share:.2f} [{_number(r.share_low, 2)}, "
                  f"{_number(r.share_high, 2)}]" if r.share is not None else "")
-        overall = r.task is None and r.estimate is None
+        overall = r.task is None and r.train_size is not None  # decided from task rows
         ci = (f"[{_number(r.ci_low)}, {_number(r.ci_high)}]" if r.ci_low is not None
               else "per task" if overall else "-")
         inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
