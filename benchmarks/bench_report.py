@@ -82,31 +82,43 @@ def extrapolate(rows: list[dict], target: int = 10**6) -> dict | None:
     return {k: b[k] + scale * (b[k] - a[k]) for k in ("seconds", "rss_gb", "page_mb")}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def sizes_parser(description: str) -> argparse.ArgumentParser:
+    """The flags every store-size benchmark takes (this one, ``bench_verdicts``)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     p.add_argument("--root", type=Path, default=None, help="where the stores are written")
     p.add_argument("--reuse", action="store_true", help="keep stores already under --root")
     p.add_argument("--smoke", action="store_true", help="30 trials in a temporary folder")
-    args = p.parse_args(argv)
+    return p
+
+
+def over_sizes(args: argparse.Namespace, run, describe) -> list[dict]:
+    """``run(store, scratch)`` on a compacted synthetic store of each size (``prepare``),
+    printing ``describe(row)`` after each; the rows, each with its ``trials``."""
     sizes = [30] if args.smoke else sorted(args.sizes)
-    temp = Path(tempfile.mkdtemp(prefix="report-bench-")) if args.root is None else None
+    temp = Path(tempfile.mkdtemp(prefix="store-bench-")) if args.root is None else None
     root = args.root or temp
-    began = time.perf_counter()
     rows = []
     try:
         for size in sizes:
             written = prepare(root / f"n{size}", size, args.reuse)
             if written is not None:
                 print(f"wrote {size} trials in {written:.1f} s", flush=True)
-            row = {"trials": size, **measure(root / f"n{size}", root / f"report{size}")}
-            print(f"  {size} trials: {row['seconds']:.1f} s, {row['rss_gb']:.2f} GB peak RSS, "
-                  f"page {row['page_mb']:.1f} MB, {row['figures']} figures, "
-                  f"{row['undrawn']} panels left out", flush=True)
+            row = {"trials": size, **run(root / f"n{size}", root / f"out{size}")}
+            print(f"  {size} trials: {describe(row)}", flush=True)
             rows.append(row)
     finally:
         if temp is not None:
             shutil.rmtree(temp, ignore_errors=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sizes_parser(__doc__.split("\n\n")[0]).parse_args(argv)
+    began = time.perf_counter()
+    rows = over_sizes(args, measure, lambda row: (
+        f"{row['seconds']:.1f} s, {row['rss_gb']:.2f} GB peak RSS, page "
+        f"{row['page_mb']:.1f} MB, {row['figures']} figures, {row['undrawn']} panels left out"))
     print(common.table(["trials", "seconds", "peak RSS GB", "page MB", "figures",
                         "panels left out"],
                        [[r["trials"], r["seconds"], r["rss_gb"], r["page_mb"], r["figures"],

@@ -9,17 +9,14 @@ run in a fresh process: wall seconds, peak RSS, the verdicts and groups it decid
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from benchmarks import common
-from benchmarks.bench_report import prepare
+from benchmarks.bench_report import over_sizes, sizes_parser
 
 CHILD = """
 import contextlib, io, json, sys, time
@@ -50,29 +47,11 @@ def measure(root: Path, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
-    p.add_argument("--root", type=Path, default=None, help="where the stores are written")
-    p.add_argument("--reuse", action="store_true", help="keep stores already under --root")
-    p.add_argument("--smoke", action="store_true", help="30 trials in a temporary folder")
-    args = p.parse_args(argv)
-    sizes = [30] if args.smoke else sorted(args.sizes)
-    temp = Path(tempfile.mkdtemp(prefix="verdicts-bench-")) if args.root is None else None
-    root = args.root or temp
+    args = sizes_parser(__doc__.split("\n\n")[0]).parse_args(argv)
     began = time.perf_counter()
-    rows = []
-    try:
-        for size in sizes:
-            written = prepare(root / f"n{size}", size, args.reuse)
-            if written is not None:
-                print(f"wrote {size} trials in {written:.1f} s", flush=True)
-            row = {"trials": size, **measure(root / f"n{size}", root / f"verdicts{size}.json")}
-            print(f"  {size} trials: {row['seconds']:.1f} s, {row['rss_gb']:.2f} GB peak RSS, "
-                  f"{row['verdicts']} verdicts ({row['decided']} decided)", flush=True)
-            rows.append(row)
-    finally:
-        if temp is not None:
-            shutil.rmtree(temp, ignore_errors=True)
+    rows = over_sizes(args, lambda root, out: measure(root, out.with_suffix(".json")),
+                      lambda row: f"{row['seconds']:.1f} s, {row['rss_gb']:.2f} GB peak RSS, "
+                                  f"{row['verdicts']} verdicts ({row['decided']} decided)")
     print(common.table(["trials", "seconds", "peak RSS GB", "verdicts", "decided"],
                        [[r["trials"], r["seconds"], r["rss_gb"], r["verdicts"], r["decided"]]
                         for r in rows]))

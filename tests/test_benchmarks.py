@@ -163,6 +163,17 @@ def test_bench_store_smoke_reads_writes_and_compacts_a_synthetic_store(capsys):
     assert re.search(r"40 compacted: load_trials / duckdb SELECT \* = [\d.]+", out)
 
 
+def test_bench_verdicts_smoke_decides_a_synthetic_store_in_a_fresh_process(capsys):
+    from benchmarks import bench_verdicts
+
+    assert bench_verdicts.main(["--smoke"]) == 0
+    out = capsys.readouterr().out
+    (row,) = [r for r in table_rows(out, "30 ") if len(r) == 5]
+    seconds, rss_gb, rows, decided = (float(v) for v in row[1:])
+    assert seconds > 0 and 0 < rss_gb < 4 and rows >= 15 and decided >= 0
+    assert re.search(r"30 trials: [\d.]+ s, [\d.]+ GB peak RSS, \d+ verdicts", out)
+
+
 def test_bench_report_smoke_measures_the_report_in_a_fresh_process(capsys):
     from benchmarks import bench_report
 
