@@ -52,19 +52,26 @@ def prepare(root: Path, size: int, reuse: bool) -> float | None:
     return seconds
 
 
+def in_child(child: str, what: str, *argv: Path) -> tuple[float, dict]:
+    """Run the script ``child`` in a fresh Python process; its wall seconds and the JSON
+    object it prints last (``code``: the command's exit status, which must be 0)."""
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", child, *map(str, argv)],
+                          capture_output=True, text=True, cwd=common.REPO)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise RuntimeError(f"{what} failed:\n{done.stderr[-2000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if result["code"]:
+        raise RuntimeError(f"{what} exited {result['code']}:\n{done.stderr[-2000:]}")
+    return wall, result
+
+
 def measure(root: Path, out: Path) -> dict:
     """Run the report of ``root`` into ``out`` in a fresh process: its wall seconds (the
     process's, imports included), peak RSS, the page's MB, figures and left-out panels."""
     shutil.rmtree(out, ignore_errors=True)
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out)],
-                          capture_output=True, text=True, cwd=common.REPO)
-    wall = time.perf_counter() - start
-    if done.returncode:
-        raise RuntimeError(f"the report failed:\n{done.stderr[-2000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if result["code"]:
-        raise RuntimeError(f"the report exited {result['code']}:\n{done.stderr[-2000:]}")
+    wall, result = in_child(CHILD, "the report", root, out)
     page = (out / "report.html").read_text()
     undrawn = [int(n) for n in re.findall(r"(\d+) of the \d+ settings \(panels\) are not "
                                           r"drawn", page)]

@@ -10,13 +10,12 @@ run in a fresh process: wall seconds, peak RSS, the verdicts and groups it decid
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from benchmarks import common
-from benchmarks.bench_report import over_sizes, sizes_parser
+from benchmarks.bench_report import in_child, over_sizes, sizes_parser
 
 CHILD = """
 import contextlib, io, json, sys, time
@@ -31,15 +30,7 @@ print(json.dumps({"code": code, "seconds": time.perf_counter() - start,
 
 
 def measure(root: Path, out: Path) -> dict:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", CHILD, str(root), str(out)],
-                          capture_output=True, text=True, cwd=common.REPO)
-    wall = time.perf_counter() - start
-    if done.returncode:
-        raise RuntimeError(f"verdicts failed:\n{done.stderr[-2000:]}")
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if result["code"]:
-        raise RuntimeError(f"verdicts exited {result['code']}:\n{done.stderr[-2000:]}")
+    wall, result = in_child(CHILD, "verdicts", root, out)
     rows = json.loads(out.read_text())
     decided = sum(r["verdict"] in ("supported", "contradicted") for r in rows)
     return {"seconds": wall, "rss_gb": result["rss_gb"], "verdicts": len(rows),

@@ -15,8 +15,7 @@ from reinit_tune.verdicts.statistics import (
     All,
     Contrast,
     EveryLayer,
-    SeedMean,
-    SeedRatio,
+    SeedValue,
     ShareShift,
     SizeContrast,
     TaskCorrelation,
@@ -151,7 +150,7 @@ CLAIMS: tuple[Claim, ...] = (
         "000 Abstract; §6.3; Conclusion",
         "the curves are upward trending, indicating that higher layers experience a bigger "
         "change compared to lower layers",
-        SeedMean("rho_w_output", "000-distance"),
+        SeedValue("rho_w_output", "000-distance"),
         "Spearman rho of layer l and ||W_l(FT) - W_l(pretrained)||_2 of output.dense within "
         "each finetuned model, mean over seeds (seed bootstrap CI)",
         tasks=("sst2", "qnli"), figure="000-distance", overall="all",
@@ -162,9 +161,9 @@ CLAIMS: tuple[Claim, ...] = (
         "002 Abstract; §3; Fig. 1; §7",
         "the attention mode in low layers and intermediate layers do not change seriously, "
         "while the attention mode of last layers changes drastically",
-        All((("Q > 2", SeedRatio("js_late", "js_early", "002-dynamics",
-                                 Rule("threshold", 2.0, against=1.0))),
-             ("rho > 0", SeedMean("rho_js", "002-dynamics")))),
+        All((("Q > 2", SeedValue("js_late", "002-dynamics", Rule("threshold", 2.0, against=1.0),
+                                 over="js_early")),
+             ("rho > 0", SeedValue("rho_js", "002-dynamics")))),
         "Q = mean attention JS over the late layers / over the early and middle ones (seed "
         "bootstrap); (b) Spearman rho of layer and JS",
         figure="002-dynamics",

@@ -10,8 +10,7 @@ from reinit_tune.verdicts.statistics import (
     All,
     Contrast,
     EveryLayer,
-    SeedMean,
-    SeedRatio,
+    SeedValue,
     ShareShift,
     SizeContrast,
     TaskCorrelation,
@@ -19,7 +18,7 @@ from reinit_tune.verdicts.statistics import (
 )
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
-             | SeedMean | SeedRatio)
+             | SeedValue)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

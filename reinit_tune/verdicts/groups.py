@@ -97,8 +97,10 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
     for column in COLUMNS:
         if column not in rows:
             rows = rows.assign(**{column: None})
-    rows = frames.split(frames.normalize(rows.reset_index(drop=True)),
-                        series=["task", "train_size"], x=SURGERY_FIELDS)
+    rows = rows.reset_index(drop=True)
+    if "size" not in rows:  # a frame of ``frames.load`` (the report's) is normalized already
+        rows = frames.normalize(rows)
+    rows = frames.split(rows, series=["task", "train_size"], x=SURGERY_FIELDS)
     fields = [f for f in rows.attrs.get("split", []) if f in rows]
     rows = surgery_columns(rows)
     keys = ["task_name", "size", "setting", "model", "num_layers"]

@@ -9,7 +9,7 @@
 - ``ShareShift``: [BOOT] of the difference of a share G(k) between two sizes.
 - ``EveryLayer``: one [LIN] per single-layer cell, Bonferroni, "for all cells".
 - ``TaskCorrelation``: [CORR] of the permutations' means between two tasks.
-- ``SeedMean`` / ``SeedRatio``: [BOOT] over seeds of a per-trial value of one cell (a
+- ``SeedValue``: [BOOT] over seeds of a per-trial value of one cell (a
   within-model Spearman ρ over layers, ``reinit_tune.verdicts.layers``), or of the ratio of
   two such values' means (002's concentration of attention change in the late layers).
 A new claim of an existing kind is a declaration (``catalog``); a new kind is a class here.
@@ -357,15 +357,17 @@ def _short(group: Group, condition: Kept, value: str, runs: int, family: str) ->
 
 
 @dataclass(frozen=True)
-class SeedMean:
-    """The mean over seeds of the per-trial ``value`` of ``condition``'s runs, with the seed
-    bootstrap's interval (the delta method's t interval under 5 seeds), decided by ``rule``.
+class SeedValue:
+    """The mean over seeds of the per-trial ``value`` of ``condition``'s runs, or, with
+    ``over``, the ratio of the two values' means (paired by seed), with the seed bootstrap's
+    interval (the delta method's t interval under 5 seeds), decided by ``rule``.
     ``family``: the family whose runs measure ``value``."""
 
     value: str
     family: str
     rule: Rule = Rule()
     condition: Kept = Kept("F")
+    over: str | None = None
     scope = "group"
 
     def conditions(self, num_layers: int) -> list[Condition]:
@@ -375,46 +377,21 @@ class SeedMean:
         return len(group.cell(self.condition, self.value)) > 0
 
     def evaluate(self, group: Group, n_min: int, level: float = 0.95) -> Finding:
-        cell = group.cell(self.condition, self.value)
-        if len(cell) < n_min:
-            return _short(group, self.condition, self.value, len(cell), self.family)
-        interval = cluster_bootstrap([BootGroup.of([cell.to_numpy()])],
-                                     lambda m: m[0][0], level=level)
-        return Finding(self.rule.decide(interval), interval, rule=self.rule,
-                       family=self.family)
-
-
-@dataclass(frozen=True)
-class SeedRatio:
-    """mean(``numerator``) / mean(``denominator``) over the seeds of ``condition``'s runs
-    (both per-trial values, paired by seed), seed bootstrap, decided by ``rule``."""
-
-    numerator: str
-    denominator: str
-    family: str
-    rule: Rule = Rule()
-    condition: Kept = Kept("F")
-    scope = "group"
-
-    def conditions(self, num_layers: int) -> list[Condition]:
-        return [self.condition]
-
-    def touched(self, group: Group) -> bool:
-        return len(group.cell(self.condition, self.numerator)) > 0
-
-    def evaluate(self, group: Group, n_min: int, level: float = 0.95) -> Finding:
-        top = group.cell(self.condition, self.numerator)
-        bottom = group.cell(self.condition, self.denominator)
-        seeds = top.index.intersection(bottom.index)
+        cells = [group.cell(self.condition, v) for v in (self.value, self.over) if v]
+        seeds = cells[0].index
+        for cell in cells[1:]:
+            seeds = seeds.intersection(cell.index)
         if len(seeds) < n_min:
-            return _short(group, self.condition, self.numerator, len(seeds), self.family)
+            return _short(group, self.condition, self.value, len(seeds), self.family)
 
-        def ratio(m):
+        def statistic(m):
+            if self.over is None:
+                return m[0][0]
             with np.errstate(divide="ignore", invalid="ignore"):
                 return m[0][0] / m[0][1]
 
         interval = cluster_bootstrap(
-            [BootGroup.of([top[seeds].to_numpy(), bottom[seeds].to_numpy()], paired=True)],
-            ratio, level=level)
+            [BootGroup.of([c[seeds].to_numpy() for c in cells], paired=True)], statistic,
+            level=level)
         return Finding(self.rule.decide(interval), interval, rule=self.rule,
                        family=self.family)
