@@ -1,4 +1,4 @@
-"""Running trial packs in a sweep (issue 23): which trials share a pack, how many fit a
+"""Running trial packs in a sweep: which trials share a pack, how many fit a
 device, and the Ray Tune trainable that trains one pack and reports each member as the trial
 it stands for.
 

@@ -1,4 +1,4 @@
-"""Packs in a sweep (issue 23): grouping trials by pack key into packs of a given size,
+"""Packs in a sweep: grouping trials by pack key into packs of a given size,
 ``--pack-size auto`` (1 on CPUs; on a GPU what fits its free memory, here a mocked number),
 and a pack run through ``execute_pack`` reporting each member as its unpacked trial does."""
 

@@ -1,4 +1,4 @@
-"""Trial packs (issue 23): members trained fused compute what the same trials compute run
+"""Trial packs: members trained fused compute what the same trials compute run
 apart through the single-trial path, dropout on: per-epoch train losses, dev losses and
 scores to 1e-5, and the final weights; which configs may share a pack; a diverging member
 is dropped alone; pack sizing for a GPU's free memory."""
