@@ -3,7 +3,7 @@ and MFU of one bert-base-shaped trial and of the largest bert-base-shaped pack a
 
 Two ways to put several trials on one GPU are compared. *Fractional packing*: N independent
 trials time-share the GPU (N processes or Ray Tune trials, ``--gpus-per-trial 1/N``).
-*Trial packs* (issue 23): one process trains M trials of one seed that differ only in their
+*Trial packs*: one process trains M trials of one seed that differ only in their
 surgery as one fused model (``reinit_tune.sweep.packs.execute_pack``, what a sweep's
 ``--pack-size M`` runs inside each Tune trial; here called in a plain process, without Ray,
 so the number is the engine's).

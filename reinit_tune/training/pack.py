@@ -1,5 +1,5 @@
 """Trial packs: the finetuning trials of one seed trained as one fused model, computing what
-each would compute run alone (issue 23).
+each would compute run alone.
 
 Trials that share everything but their surgery (``pack_key``: task, seed, train size,
 epochs, batch, learning rate and schedule, precision, model, sequence length, batching) draw
