@@ -21,13 +21,13 @@ members: progressive k = 0..L of one seed, then, past L + 1 members, the same su
 their LayerNorms kept (003 App. F) and with App. E's learning-rate multipliers (all share one
 ``pack_key``). One table puts each pack next to one trial per GPU (fractional 1) and the best
 fractional packing of the same model and size, measured in the same run, with the ratios
-pack / best fractional and pack / one per GPU. The issue's targets (on a GPU): >= 3x and
+pack / best fractional and pack / one per GPU. The targets (on a GPU): >= 3x and
 >= 10x for 500-example bert-base-shaped trials.
 
 MFU: our training loop on synthetic batches of 8 x 128 tokens, one trial and one pack of the
 largest ``--pack-sizes`` members (bert-base-shaped both); model FLOPs = 6 x parameters x tokens
 per step x members, over the device's bf16 dense peak (``PEAK_TFLOPS``, or
-``--peak-tflops``). The issue's target: >= 30% for a 13-member pack.
+``--peak-tflops``). The target: >= 30% for a 13-member pack.
 
 Without a GPU the same code paths run on the CPU (fractional packing then splits the CPUs
 instead of a GPU), so CI exercises them; the numbers are only meaningful on a GPU. Not yet

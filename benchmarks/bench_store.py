@@ -9,7 +9,7 @@ wall time and its peak RSS, from ``resource.getrusage``):
   columns (``store.trial_columns()``), what the report reads; ``load_epochs``;
   ``finished_ids``: what planning a sweep reads;
 - ``duckdb SELECT *``: ``SELECT * FROM read_parquet('trials/*.parquet', union_by_name=true)``
-  as a DataFrame, the issue's baseline; ``duckdb aggregate``: ``count(*), avg(score) ...
+  as a DataFrame, the baseline; ``duckdb aggregate``: ``count(*), avg(score) ...
   WHERE status = 'ok'`` over the same glob;
 - ``compact``: ``store.compact`` of the whole store, then the reads again;
 - with ``--engines``, ``pyarrow.dataset``: the other engine, over the per-trial files.
@@ -54,7 +54,7 @@ OPS = {
         "'{root}/trials/*.parquet', union_by_name=true) WHERE status = 'ok'\").fetchall()"
         "[0][0]"),
     "compact": "n = sum(store.compact(root).values())",
-    # the other engine the issue names, as the store read before (one dataset, one schema)
+    # the other engine, as the store read before (one dataset, one schema)
     "pyarrow.dataset": (
         "import glob, pyarrow.dataset as ds; n = len(ds.dataset(sorted(glob.glob("
         "f'{root}/trials/*.parquet')), schema=store.TRIAL_SCHEMA, format='parquet')"
