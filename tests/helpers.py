@@ -364,6 +364,19 @@ def wait_for_rows(proc: subprocess.Popen, results: Path, more_than: int, timeout
         time.sleep(0.2)
 
 
+def wait_for_trial_on(node: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until a trial trains on ``node`` (a ``ray_cluster`` node): a trial actor inside
+    its ``train`` call, so that killing the node kills a running trial, not an idle actor."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in descendants(node.pid):
+            with contextlib.suppress(psutil.Error):
+                if any(part.startswith("ray::ReinitTuneTrial.train") for part in p.cmdline()):
+                    return
+        time.sleep(0.1)
+    _pytest_fail("no trial started on the node in time")
+
+
 def descendants(pid: int) -> list:
     try:
         return psutil.Process(pid).children(recursive=True)

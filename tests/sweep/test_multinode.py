@@ -28,15 +28,17 @@ from tests.helpers import (
     start_sweep,
     stored,
     wait_for_rows,
+    wait_for_trial_on,
 )
 
 pytestmark = pytest.mark.ray
 
 
-def sweep_args(model: str, results, tmp_path, *, seeds: int = 2) -> list[str]:
+def sweep_args(model: str, results, tmp_path, *, seeds: int = 2, epochs: int = 2
+               ) -> list[str]:
     # trials of a few seconds each, so a node can be killed while some run
     return ["--model", model, "--tasks", "rte", "--sizes", "200", "--seeds", str(seeds),
-            "--epochs", "2", "--k", "0", "2", "4", "--precision", "fp32",
+            "--epochs", str(epochs), "--k", "0", "2", "4", "--precision", "fp32",
             "--results", str(results), "--storage", str(tmp_path / "tune"),
             "--cpus-per-trial", "1"]
 
@@ -56,9 +58,12 @@ def test_a_worker_node_killed_mid_sweep_loses_no_trial(tiny_bert, glue_dir, tmp_
     started: list = []
     try:
         with ray_cluster(workers=2) as nodes:
-            sweep = start_sweep(sweep_args(tiny_bert, results, tmp_path),
+            # trials long enough that the node's trial is killed mid-training, not in the
+            # moment after its last report
+            sweep = start_sweep(sweep_args(tiny_bert, results, tmp_path, epochs=8),
                                 cluster_env(nodes.address, glue_dir), started)
             wait_for_rows(sweep, results, more_than=0)
+            wait_for_trial_on(nodes.workers[0])
             kill_node(nodes.workers[0])  # the machine is gone: raylet, workers and all
             out, _ = sweep.communicate(timeout=400)
     finally:
