@@ -27,6 +27,7 @@ from reinit_tune.families.base import (
     parse_size,
 )
 from reinit_tune.hardware import resolve_precision
+from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS, DEFAULT_MIN_SEEDS, SeedRule
 from reinit_tune.model.shape import EMBEDDED_MODEL, shape_for
 from reinit_tune.sweep import signals
 from reinit_tune.sweep.options import (
@@ -41,6 +42,7 @@ from reinit_tune.tasks import TASKS
 
 # The run flags' defaults are the typed options' own, so the command and the Python API agree.
 _RUN = RunOptions()
+AUTO_SEEDS = "auto"  # --seeds auto: seeds on demand
 
 
 def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
@@ -65,10 +67,12 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     common.add_argument("--sizes", nargs="+", type=parse_size, default=None,
                         help="train subset sizes: counts, fractions in (0,1), or 'full' "
                              f"(default: {sizes}{' unless set per task' if per_task else ''})")
-    common.add_argument("--seeds", type=positive_int, default=None,
+    common.add_argument("--seeds", type=seeds_arg, default=None,
                         help="runs per setting, seeds 0..N-1 (default: "
                              + (str(family.seeds) if family.seeds
-                                else "50 at <=500 examples, else 3") + ")")
+                                else "50 at <=500 examples, else 3") + ")"
+                             + ("; 'auto': as many as each setting's contrasts need (see "
+                                "'seeds on demand')" if family.contrasts else ""))
     common.add_argument("--epochs", type=int, default=None,
                         help=f"training epochs (default: {family.epochs})"
                         if family.epochs is not None
@@ -104,6 +108,19 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                              "offline): for dry runs")
     common.add_argument("--num-heads", type=int, default=None,
                         help="head count of such a model, with --num-layers")
+    if family.contrasts:
+        auto = p.add_argument_group(
+            "seeds on demand (--seeds auto)",
+            "Each setting (task x size x every field but the seed) gets seeds 0, 1, ... "
+            "(each running every surgery) until the 95%% interval of every paired contrast "
+            f"has a half-width of at most --target-ci; the contrasts: {family.contrasts}.")
+        auto.add_argument("--target-ci", type=float, default=None, metavar="W",
+                          help="half-width of the 95%% interval each contrast must reach, in "
+                               "units of the task's metric (0.01: one accuracy point)")
+        auto.add_argument("--min-seeds", type=positive_int, default=DEFAULT_MIN_SEEDS,
+                          help="seeds every setting gets")
+        auto.add_argument("--max-seeds", type=positive_int, default=DEFAULT_MAX_SEEDS,
+                          help="seeds no setting goes past (003's 50 at 500 examples)")
     if family.flags:
         own = p.add_argument_group(f"{family.name} grid")
         for flag in family.flags:
@@ -184,8 +201,44 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                             "(0: none)")
 
 
+def seeds_arg(text: str) -> int | str:
+    """``--seeds``: a positive count, or ``auto`` (seeds on demand)."""
+    if text == AUTO_SEEDS:
+        return text
+    try:
+        return positive_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or '{AUTO_SEEDS}', "
+                                         f"got {text!r}") from None
+
+
+def seed_rule(args: argparse.Namespace, family: Family) -> SeedRule | None:
+    """The ``SeedRule`` of ``--seeds auto`` (None for a fixed count); its flags without it,
+    or it without ``--target-ci``, are errors naming the flag."""
+    target = getattr(args, "target_ci", None)
+    if args.seeds != AUTO_SEEDS:
+        given = [flag for flag, dest, default in (
+            ("--target-ci", "target_ci", None), ("--min-seeds", "min_seeds", DEFAULT_MIN_SEEDS),
+            ("--max-seeds", "max_seeds", DEFAULT_MAX_SEEDS))
+            if getattr(args, dest, default) != default]
+        if given:
+            raise InputError(f"{given[0]}: only with --seeds auto")
+        return None
+    if not family.contrasts:
+        supported = [f.name for f in families.all_families() if f.contrasts]
+        raise InputError(f"--seeds auto: the {family.name} family compares no surgeries "
+                         f"paired by seed; it works with {', '.join(supported)}; pass a "
+                         "fixed --seeds N")
+    if target is None:
+        raise InputError("--seeds auto needs --target-ci W: the half-width of the 95% "
+                         "interval every paired contrast must reach (0.01: one accuracy "
+                         "point)")
+    return SeedRule(target, args.min_seeds, args.max_seeds)
+
+
 def grid_of(args: argparse.Namespace, family: Family) -> Grid:
-    """The ``Grid`` the common sweep flags describe (None: the family's default)."""
+    """The ``Grid`` the common sweep flags describe (None: the family's default); with
+    ``--seeds auto`` it holds ``--max-seeds`` seeds, of which the sweep runs what it needs."""
     model = args.model or family.model
     on_gpu = args.gpus_per_trial > 0
     precision, why = resolve_precision(args.precision, on_gpu=on_gpu)
@@ -193,7 +246,8 @@ def grid_of(args: argparse.Namespace, family: Family) -> Grid:
     return Grid(
         model=model, shape=shape_for(model, args.num_layers, args.num_heads),
         tasks=tuple(args.tasks), sizes=tuple(args.sizes) if args.sizes else None,
-        seeds=args.seeds, epochs=args.epochs, data_dir=args.data_dir, lr=args.lr,
+        seeds=args.max_seeds if args.seeds == AUTO_SEEDS else args.seeds,
+        epochs=args.epochs, data_dir=args.data_dir, lr=args.lr,
         batch_size=args.batch_size, max_seq_length=args.max_seq_length,
         schedule=args.schedule, warmup_ratio=args.warmup_ratio, precision=precision,
         init_scheme=args.init_scheme, length_grouped=args.length_grouped, on_gpu=on_gpu,
@@ -207,8 +261,8 @@ def configs_of(args: argparse.Namespace, family: Family) -> list[TrialConfig]:
                           **{f.dest: getattr(args, f.dest) for f in family.flags})
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
-    """The ``RunOptions`` the run flags describe."""
+def run_options(args: argparse.Namespace, family: Family | None = None) -> RunOptions:
+    """The ``RunOptions`` the run flags describe (``family``: for ``--seeds auto``)."""
     similarity = None
     if args.similarity_examples is not None and args.similarity_examples < 1:
         raise InputError(f"--similarity-examples: must be a positive count, got "
@@ -224,6 +278,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
         allow_subset=args.allow_subset, data_changed=args.data_changed,
         pack_size=args.pack_size,
+        seeds=seed_rule(args, family) if family is not None else None,
     )
 
 
@@ -262,7 +317,8 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
     sweep = None
     try:
         model = args.model or family.model
-        sweep = Sweep(configs_of(args, family), run_options(args),
+        options = run_options(args, family)  # bad seed flags fail before the grid is built
+        sweep = Sweep(configs_of(args, family), options,
                       shapes={model: shape_for(model, args.num_layers, args.num_heads)})
         summary = sweep.run(dry_run=args.dry_run, calibrate=args.calibrate)
     except InputError as e:

@@ -238,9 +238,9 @@ class Family:
 
     ``model``, ``training``, ``per_task`` and ``run`` are the defaults a preset changes
     (001: bert-base-cased, batch 32; 002: per-task hyperparameters, slanted triangular
-    schedule). ``fields`` says in words which ``TrialConfig`` fields its rows set (the
-    README's family table); ``order`` places it among the others (the papers' order in
-    listings and the report)."""
+    schedule). ``contrasts`` names what ``--seeds auto`` makes precise. ``fields`` says in
+    words which ``TrialConfig`` fields its rows set (the README's family table); ``order``
+    places it among the others (the papers' order in listings and the report)."""
 
     name: str
     title: str
@@ -258,6 +258,9 @@ class Family:
     training: Training = Training()
     per_task: Mapping[str, TaskSettings] = dataclasses.field(default_factory=dict)
     run: RunDefaults = RunDefaults()
+    # The paired contrasts its figures and claims compare, each surgery against the
+    # unmodified model by seed, in words; "" where it compares none (no ``--seeds auto``).
+    contrasts: str = ""
 
     @property
     def paper(self) -> str:

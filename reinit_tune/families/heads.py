@@ -52,6 +52,7 @@ FAMILY = Family(
                 "(default: 0 1 L-2 L-1)", nargs="+"),),
     fields="`reinit_heads=((layer, head),)`, baseline `()`",
     order=80,
+    contrasts="each head reinitialized minus the full model",
     figures=(
         FigureSpec("heads", "Attention-head reinitialization", "001 Figs 5-10, Exp. 3",
                    "`heads` rows (`reinit_heads`), paired with the baseline by seed",

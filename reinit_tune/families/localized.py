@@ -49,6 +49,8 @@ FAMILY = Family(
     fields="`reinit_layers` = the block / every layer outside it; baselines `()` (full model) "
            "and all L layers (embeddings only)",
     order=30,
+    contrasts="each block reinitialized or preserved, and the embeddings-only model, minus "
+              "the full model",
     figures=(
         FigureSpec("localized", "Localized reinitialization: block reinitialized / preserved",
                    "003 Fig. 2, §4", "`localized` rows (roles read from `reinit_layers`)",

@@ -83,6 +83,8 @@ FAMILY = Family(
     fields="run n: `seed=n`, `layer_order=RandomState(n).permutation(L)`; baselines "
            "`layer_order=None` with `reinit_layers` `()` and all L",
     order=50,
+    contrasts="the permuted order (run n: permutation n, seed n; pass --permutations equal to "
+              "--max-seeds) and all layers reinitialized, each minus the original order",
     figures=(
         FigureSpec("permutations", "Layer permutations", "003 Fig. 3 and Table 1, §5",
                    "`permutations` rows (paired across tasks by layer order and seed)",

@@ -48,6 +48,7 @@ FAMILY = Family(
     flags=(K_FLAG,),
     fields="`reinit_layers` = (k, ..., L-1)",
     order=10,
+    contrasts="s(k) - s(L), the score keeping k layers minus the full model's, for each k",
     figures=(
         FigureSpec("progressive", "Progressive reinitialization",
                    "003 Fig. 1, §2-3; 001 Fig. 3; 000 Fig. 1",

@@ -40,6 +40,7 @@ FAMILY = Family(
                 nargs="+"),),
     fields="`reinit_layers=(i,)`, baseline `()`",
     order=40,
+    contrasts="each single layer reinitialized minus the full model",
     figures=(
         FigureSpec("single_layer", "Single-layer reinitialization", "003 Fig. 5, App. C",
                    "`single_layer` rows",

@@ -90,6 +90,8 @@ FAMILY = Family(
     fields="`reinit_lr_multiplier=5`, `preserve_layernorm=True` (each with the reference "
            "curve at 5k); `epochs=10` for k in {0, L/2, L} at 500 and 5k",
     order=70,
+    contrasts="s(k) - s(L) on each curve (reference, 5x learning rate, LayerNorm kept) "
+              "and in the epoch study",
     figures=(
         FigureSpec("variants", "Variants: LR multiplier, LayerNorm preserved, initializer",
                    "003 Figs 6-7, App. E-F", "`variants` rows, and `progressive` rows as the "

@@ -26,11 +26,16 @@ from ray import tune
 from reinit_tune import sanity, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
-from reinit_tune.sweep import claims, cluster, cost, loggers, memory, preflight
+from reinit_tune.sweep import claims, cluster, cost, loggers, memory, preflight, seeds
 from reinit_tune.sweep.packs import pack_note, plan_packs, resolve_pack_size, run_pack
 from reinit_tune.sweep.plan import Plan
 from reinit_tune.sweep.progress import Progress, axes
-from reinit_tune.sweep.searcher import TrialList, tune_trial_dirname, tune_trial_name
+from reinit_tune.sweep.searcher import (
+    SeedSearcher,
+    TrialList,
+    tune_trial_dirname,
+    tune_trial_name,
+)
 from reinit_tune.sweep.source import source_version
 from reinit_tune.sweep.summary import SweepSummary
 from reinit_tune.sweep.trial import run_trial
@@ -86,12 +91,15 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     finished trial goes to ``out`` (Tune's own table instead with ``plan.options.verbose``).
     """
     summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
-                           skipped=plan.skipped)
+                           skipped=plan.skipped, not_needed=plan.not_needed)
     by_id = {c.trial_id: c for c in plan.configs}
     for trial_id, source in plan.reuse.items():
         store.reuse_trial(plan.results_dir, source, by_id[trial_id])
         summary.reused += 1
     if not plan.todo:
+        if plan.groups:
+            summary.seeds = seeds.stored_report(plan.groups, _group_scores(plan),
+                                                plan.options.seeds)
         return summary
     # now, before any trial: a row stored later was stored by another driver
     claim_context = claims.Context(str(plan.results_dir))
@@ -139,11 +147,27 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
                          claim_context=claim_context)
     # its own folder per driver: two drivers started in one second must not share one
     run_name = f"{plan.name}-{time.strftime('%Y%m%d-%H%M%S')}-{claim_context.owner.token[:6]}"
+    searchers: list[SeedSearcher] = []  # seeds on demand: one per Tuner.fit, the last one's
+
+    def search(chunk: list[str]) -> TrialList | SeedSearcher:
+        if options.seeds is None:
+            return TrialList({pid: grid[pid] for pid in chunk})
+        # a fresh searcher per fit, from the store: a restarted fit decides as the first did
+        searcher = SeedSearcher(
+            list(plan.groups), options.seeds, {pid: grid[pid] for pid in chunk},
+            {pid: [c.trial_id for c in packs[pid]] for pid in chunk},
+            str(plan.results_dir), _group_scores(plan),
+            on_close=progress.not_needed if progress is not None else None)
+        writer.on_stored = searcher.record
+        if progress is not None:
+            progress.status = searcher.status
+        searchers.append(searcher)
+        return searcher
 
     def tuner(chunk: list[str], part: int) -> tune.Tuner:
         return tune.Tuner(
             trainable,
-            tune_config=tune.TuneConfig(search_alg=TrialList({pid: grid[pid] for pid in chunk}),
+            tune_config=tune.TuneConfig(search_alg=search(chunk),
                                         num_samples=len(chunk), reuse_actors=True,
                                         trial_name_creator=tune_trial_name,
                                         trial_dirname_creator=tune_trial_dirname),
@@ -165,6 +189,8 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     # size of the cluster, known only once Ray is connected; Tune reads it in ``fit``.
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(pending_trials()))
     size = chunk_size(options.resources.cpus_per_trial, options.resources.gpus_per_trial)
+    if options.seeds is not None:  # which trials run is decided as they finish: one fit
+        size = max(size, len(grid))
     if "tensorboard" in options.loggers:
         log.info("TensorBoard: tensorboard --logdir %s/%s", str(plan.storage).rstrip("/"),
                  run_name if len(grid) <= size else "")
@@ -198,6 +224,9 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
         heartbeat.stop()
     summary.wall_time_s = time.perf_counter() - start
     summary.stopped = writer.halt or summary.stopped
+    if searchers:
+        summary.seeds = searchers[-1].report()
+        summary.not_needed += searchers[-1].not_needed()
     try:  # past store.COMPACT_AFTER_FILES per-trial files: every later read stays fast
         store.compact_if_many(plan.results_dir)
     except OSError as e:  # the rows are safe in their per-trial files; compact later
@@ -208,6 +237,12 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
     summary.warnings = sanity.warnings(
         trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])
     return summary
+
+
+def _group_scores(plan: Plan) -> dict[str, float]:
+    """The stored scores of the trials of ``plan``'s seed groups."""
+    ids = {t for g in plan.groups for per_seed in g.trials for t in per_seed.values()}
+    return seeds.stored_scores(str(plan.results_dir), ids)
 
 
 def chunk_size(cpus_per_trial: float, gpus_per_trial: float) -> int:

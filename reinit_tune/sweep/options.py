@@ -3,7 +3,8 @@
 ``RunOptions`` is everything a run is told (results and data folders, resources per trial,
 Tune storage, retries, checkpoints, similarity, saving models, extra Tune callbacks);
 ``TrialRuntime`` is the part each trial needs, handed to the Tune trainable as one object.
-None of these change what a trial computes, so none is part of a trial's identity.
+None of these change what a trial computes, so none is part of a trial's identity (seeds on
+demand changes which seeds run, never what a seed computes).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reinit_tune.errors import InputError
+from reinit_tune.inference.sequential import SeedRule
 
 # Checkpoint an epoch that took this long: a preempted bert-base trial on 50k examples then
 # loses at most one epoch, while the many short trials of a sweep never pay for checkpoints.
@@ -117,6 +119,10 @@ class RunOptions:
     # Trials of one pack key trained as one fused pack (reinit_tune.training.pack): a count,
     # or AUTO_PACK_SIZE. It changes no number a trial stores beyond float rounding.
     pack_size: int | str = AUTO_PACK_SIZE
+    # Seeds on demand (``--seeds auto``): the grid holds ``seeds.max_seeds`` seeds per setting
+    # and a group gets its next seed only while a paired contrast is wider than
+    # ``seeds.target_ci`` (reinit_tune.sweep.seeds). None: every seed of the grid runs.
+    seeds: SeedRule | None = None
 
     def runtime(self, data_dir: str | None, results_dir: Path) -> TrialRuntime:
         """The trials' share of these options, with folders already resolved."""

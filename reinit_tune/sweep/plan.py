@@ -23,8 +23,10 @@ from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.hardware import emulated_bf16_warning
 from reinit_tune.model.shape import ModelShape, model_shape
+from reinit_tune.sweep import seeds
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.preflight import preflight
+from reinit_tune.sweep.seeds import SeedGroup
 
 log = logging.getLogger("reinit_tune")
 
@@ -44,10 +46,15 @@ class Plan:
     results_dir: Path
     data_dir: str  # a local data folder, or env.HUB
     storage: str
+    # seeds on demand (``options.seeds``): the grid's groups, each paired by seed
+    groups: tuple[SeedGroup, ...] = ()
+
+    # seeds on demand: trials of groups the store already closes, which need not run
+    not_needed: int = 0
 
     @property
     def skipped(self) -> int:
-        return len(self.configs) - len(self.todo) - len(self.reuse)
+        return len(self.configs) - len(self.todo) - len(self.reuse) - self.not_needed
 
 
 def _shapes(configs: list[TrialConfig], given: dict[str, ModelShape] | None
@@ -73,6 +80,8 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
     data_root = env.data_dir(options.data_dir)
     data_dir = str(data_root) if data_root else env.HUB  # what the driver resolved, for all
     unique = list({c.trial_id: c for c in configs}.values())  # identical configs: one trial
+    name = options.name or (unique[0].experiment if unique else "sweep")
+    groups = tuple(seeds.groups_of(unique, options.seeds, name)) if options.seeds else ()
     shapes = _shapes(unique, shapes)
     preflight(unique, shapes, options, results_dir=results, data_dir=data_dir, storage=storage)
     for precision in sorted({c.precision for c in unique}):
@@ -85,15 +94,30 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
         done &= store.similarity_ids(results)
     if options.save_model:
         done = {i for i in done if (results / "models" / i / "config.json").is_file()}
-    name = options.name or (unique[0].experiment if unique else "sweep")
     equivalents = store.equivalent_ids(results)
     done -= data_changes(unique, done, stored, equivalents, options, results, data_dir)
     missing = [c for c in unique if c.trial_id not in done]
     reuse = {c.trial_id: equivalents[store.equivalence_key(c)] for c in missing
              if store.equivalence_key(c) in equivalents
              and equivalents[store.equivalence_key(c)] in done}
-    return Plan(name, tuple(unique), tuple(c for c in missing if c.trial_id not in reuse),
-                reuse, shapes, options, results, data_dir, storage)
+    todo = [c for c in missing if c.trial_id not in reuse]
+    unneeded = _not_needed(groups, options.seeds, results) if groups else set()
+    return Plan(name, tuple(unique), tuple(c for c in todo if c.trial_id not in unneeded),
+                reuse, shapes, options, results, data_dir, storage, groups,
+                sum(c.trial_id in unneeded for c in todo))
+
+
+def _not_needed(groups: tuple[SeedGroup, ...], rule, results: Path) -> set[str]:
+    """Trials of ``groups`` past the seeds their stored runs already settle (the rest are
+    the searcher's to decide as seeds finish)."""
+    ids = {t for g in groups for per_seed in g.trials for t in per_seed.values()}
+    scores = seeds.stored_scores(str(results), ids)
+    out = set()
+    for group in groups:
+        closed = seeds.closed_seeds(group, scores, rule)
+        if closed is not None:
+            out |= {t for per_seed in group.trials[closed:] for t in per_seed.values()}
+    return out
 
 
 def data_changes(configs: list[TrialConfig], done: set[str],

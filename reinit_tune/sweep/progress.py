@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from reinit_tune.config import TrialConfig
@@ -78,7 +79,7 @@ class Progress:
 
     def __init__(self, trials: dict[str, dict[str, Axis]],
                  estimates: dict[str, float] | None = None, out: TextIO | None = None):
-        self.trials = trials
+        self.trials = dict(trials)
         self.estimates = estimates or {}
         self.out = out
         self.started: dict[str, float] = {}
@@ -93,11 +94,23 @@ class Progress:
         # every trial per finished one costs O(n^2) over a sweep
         self.pending_estimated_s = sum(self.estimates.get(t, 0.0) for t in trials)
         self.pending_unestimated = sum(t not in self.estimates for t in trials)
+        self.status: Callable[[], str] | None = None  # more to show in the header
+
+    def not_needed(self, trial_ids: Iterable[str]) -> None:
+        """Trials the sweep will not run after all (seeds on demand closed their group)."""
+        for trial_id in trial_ids:
+            if trial_id in self.trials and trial_id not in self.finished \
+                    and trial_id not in self.started:
+                del self.trials[trial_id]
+                if trial_id in self.estimates:
+                    self.pending_estimated_s -= self.estimates[trial_id]
+                else:
+                    self.pending_unestimated -= 1
 
     def __getstate__(self) -> dict:
         # Tune pickles its callbacks and stoppers with the experiment state; a console
         # stream does not pickle, and a restored copy prints to its own process's stdout.
-        return {**self.__dict__, "out": None}
+        return {**self.__dict__, "out": None, "status": None}
 
     def trial_stopped(self, trial_id: str) -> None:
         """A trial ended without a result (the sweep was stopped): it stays pending."""
@@ -148,5 +161,6 @@ class Progress:
         elapsed = time.monotonic() - self.start
         rate = f"{self.done / elapsed * 3600:.0f} trials/h" if self.done and elapsed else "-"
         eta = self.eta_s()
+        status = f"; {self.status()}" if self.status is not None else ""
         return (f"[{self.done:>{len(str(total))}}/{total} done, {running} running, {pending} "
-                f"pending; {rate}; ETA {'?' if eta is None else _duration(eta)}]")
+                f"pending; {rate}; ETA {'?' if eta is None else _duration(eta)}{status}]")

@@ -49,10 +49,23 @@ class Sweep:
         print(text, file=self.out or sys.stdout, flush=True)
 
     def _estimate(self, plan: Plan, calibrate: bool = False) -> None:
-        self._print(cost.sweep_estimate(list(plan.todo), plan.shapes, plan.data_dir,
-                                        calibrate_here=calibrate,
-                                        use_gpu=plan.options.resources.gpus_per_trial > 0,
-                                        every_epoch=plan.options.evaluate == "every-epoch"))
+        if plan.groups:  # seeds on demand: between every group at --min-seeds and at --max
+            rule = plan.options.seeds
+            least = [c for c in plan.todo if c.seed < rule.min_seeds]
+            self._print(f"seeds on demand: {len(plan.groups)} groups; at least {len(least)} "
+                        f"trials (every group stops at --min-seeds {rule.min_seeds}), at most "
+                        f"{len(plan.todo)} (every group runs to --max-seeds {rule.max_seeds})")
+            for what, configs in (("at least", least), ("at most", list(plan.todo))):
+                if configs:
+                    self._print(f"{what}: {self._cost(plan, configs, calibrate)}")
+            return
+        self._print(self._cost(plan, list(plan.todo), calibrate))
+
+    @staticmethod
+    def _cost(plan: Plan, configs: list[TrialConfig], calibrate: bool) -> cost.Estimate:
+        return cost.sweep_estimate(configs, plan.shapes, plan.data_dir, calibrate_here=calibrate,
+                                   use_gpu=plan.options.resources.gpus_per_trial > 0,
+                                   every_epoch=plan.options.evaluate == "every-epoch")
 
     def run(self, *, dry_run: bool = False, calibrate: bool = False) -> SweepSummary:
         """Plan, print the grid, and run what the store lacks (or, with ``dry_run``, print
@@ -62,12 +75,16 @@ class Sweep:
         self._print(describe(plan.configs, plan.data_dir, plan.options.allow_subset))
         if plan.skipped:
             self._print(f"{plan.skipped} trials already in {plan.results_dir}: skipped")
+        if plan.not_needed:
+            self._print(f"{plan.not_needed} trials not needed: their groups' stored seeds "
+                        "reach --target-ci")
         if plan.reuse:
             self._print(f"{len(plan.reuse)} trials are stored under another family with the "
                         "same configuration: copied, not run again")
         if dry_run:
             summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
-                                   skipped=plan.skipped, reused=len(plan.reuse), dry_run=True)
+                                   skipped=plan.skipped, reused=len(plan.reuse), dry_run=True,
+                                   not_needed=plan.not_needed)
             self._print(summary)
             self._estimate(plan, calibrate)
             return summary

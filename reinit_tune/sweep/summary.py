@@ -6,8 +6,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reinit_tune import store
+
+if TYPE_CHECKING:
+    from reinit_tune.sweep.seeds import SeedReport
 
 
 @dataclass
@@ -27,6 +31,9 @@ class SweepSummary:
     stopped: str | None = None  # why the sweep stopped before running every trial
     # trials left to other drivers on the same store (reinit_tune.sweep.claims): why -> count
     elsewhere: Counter[str] = field(default_factory=Counter)
+    # seeds on demand: the grid's trials its groups did not need, and what each group got
+    not_needed: int = 0
+    seeds: SeedReport | None = None
 
     @property
     def failed(self) -> int:
@@ -40,13 +47,15 @@ class SweepSummary:
     @property
     def not_finished(self) -> int:
         return (self.total - self.skipped - self.ok - self.failed - self.reused
-                - sum(self.elsewhere.values()))
+                - sum(self.elsewhere.values()) - self.not_needed)
 
     def __str__(self) -> str:
         if self.dry_run:
             # trials stored under another family are copied, not run
-            return (f"dry run: {self.total - self.skipped - self.reused} of {self.total} "
-                    "trials would run")
+            would = self.total - self.skipped - self.reused - self.not_needed
+            if self.seeds is not None or self.not_needed:
+                return f"dry run: at most {would} of {self.total} trials would run"
+            return f"dry run: {would} of {self.total} trials would run"
         speed = (
             f"; {sum(self.examples_per_s) / len(self.examples_per_s):.1f} train examples/s per "
             "trial (mean)" if self.examples_per_s else ""
@@ -69,9 +78,12 @@ class SweepSummary:
                if self.reused else "") +
             (f"{sum(self.elsewhere.values())} left to other drivers on this store, "
              if self.elsewhere else "") +
+            (f"{self.not_needed} not needed (seeds on demand closed their groups), "
+             if self.seeds is not None else "") +
             f"{self.not_finished} not finished; "
             f"{self.retries} retries; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
             f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
             f"(reinit_tune.store.load_trials('{self.results_dir}'))"
-            f"{failures}{stopped}{others}{rerun}{warned}"
+            f"{failures}{stopped}{others}{rerun}"
+            + (f"\n{self.seeds}" if self.seeds is not None else "") + warned
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,9 @@ class StoreWriter(tune.Callback):
         # trial ids this run is done with (stored, or left to another driver): what a
         # restarted or next chunk of the sweep must not run again
         self.settled: set[str] = set()
+        # told of each trial once stored (its status, and its score when ok) or left to
+        # another driver (status None): what seeds on demand decides on
+        self.on_stored: Callable[[str, str | None, float | None], None] | None = None
 
     def members(self, trial) -> list[str]:
         """Our trial ids of what a Tune trial runs: a pack's members, else the trial."""
@@ -113,6 +117,8 @@ class StoreWriter(tune.Callback):
             return
         self._release(config.trial_id)
         self.settled.add(config.trial_id)
+        if self.on_stored is not None:
+            self.on_stored(config.trial_id, status, row["score"] if status == "ok" else None)
         if status == "ok":
             self.summary.ok += 1
             self.summary.examples_per_s.append(row["train_examples_per_s"])
@@ -151,6 +157,8 @@ class StoreWriter(tune.Callback):
         if (why := self.skips.pop(trial_id, None)) is not None:
             self.summary.elsewhere[why] += 1
             self.settled.add(trial_id)
+            if self.on_stored is not None:
+                self.on_stored(trial_id, None, None)
             if self.progress is not None:
                 self.progress.trial_stopped(trial_id)
             return

@@ -1,0 +1,230 @@
+"""Seeds on demand (``--seeds auto``): the groups of a sweep, what is known of each as its
+seeds finish (``GroupState``), and what a sweep reports of them (``SeedReport``). The Tune
+searcher that gives each group another seed only while its paired contrasts are wider than
+``--target-ci`` is ``reinit_tune.sweep.searcher.SeedSearcher``.
+
+A group is every trial of a grid that shares all fields but the seed and the surgery (task,
+train size, epochs, learning rate, ... : one experiment setting); its conditions are its
+surgeries, and its reference is the unmodified model (no layer or head reinitialized, the
+original layer order). A seed of a group is one trial per condition, all with that seed:
+the same train subset and batch order, so every contrast is paired by seed. The contrasts
+are each condition minus the reference (progressive: s(k) - s(L) for each k; localized:
+each block against the full model; permutations: the permuted order against the original
+one; ``Family.contrasts`` says it per family).
+
+A group's seeds are handed out in order, one seed at a time past ``--min-seeds``, and each
+decision (``reinit_tune.inference.sequential.decide``) reads only the group's complete seeds
+0..n-1 as the store holds them: rerunning the command, resuming after a crash or a second
+driver on the same store reaches the same seeds per group, and the stored seeds of every
+group are 0..n-1 with every condition present. Groups decide independently as their seeds
+finish, so a sweep of many groups keeps its cluster busy; a group waits for its seed to
+finish before it decides on the next one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reinit_tune import store
+from reinit_tune.config import LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
+from reinit_tune.errors import InputError
+from reinit_tune.inference.sequential import SeedDecision, SeedRule, decide
+
+# The fields that make a trial's condition within its group (its surgery); every other
+# field, but the seed, makes the group.
+CONDITION_FIELDS = ("reinit_layers", "reinit_heads", "layer_order")
+REFERENCE = ((), (), None)  # the unmodified model: nothing reinitialized, original order
+
+
+def condition_of(config: TrialConfig) -> tuple:
+    """A trial's condition in its group: its surgery. Every permuted order is one condition
+    ("permuted"): permutation n runs with seed n (003 §5), so the order is the replicate."""
+    order = config.layer_order
+    if order is not None and tuple(order) == tuple(range(len(order))):
+        order = None
+    return (config.reinit_layers, config.reinit_heads,
+            None if order is None else "permuted")
+
+
+def group_key(config: TrialConfig) -> tuple:
+    """What a trial's group shares: every field but its condition, seed and label."""
+    skip = {*CONDITION_FIELDS, *REPLICATE_FIELDS, *LABEL_FIELDS}
+    return tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config)
+                 if f.name not in skip)
+
+
+@dataclass(frozen=True)
+class SeedGroup:
+    """One experiment setting of a sweep: ``trials[seed][condition]`` is a trial id."""
+
+    label: str
+    conditions: tuple[tuple, ...]  # the reference first
+    trials: tuple[Mapping[tuple, str], ...]  # by seed 0..max_seeds-1
+
+    def contrasts(self) -> int:
+        return len(self.conditions) - 1
+
+
+def _label(config: TrialConfig, differing: set[str]) -> str:
+    size = "full" if config.train_size is None else f"{config.train_size:g}"
+    parts = [config.task, f"n={size}"]
+    parts += [f"{k}={getattr(config, k)}" for k in sorted(differing - {"task", "train_size"})]
+    return " ".join(parts)
+
+
+def groups_of(configs: Iterable[TrialConfig], rule: SeedRule, family: str) -> list[SeedGroup]:
+    """The groups of a ``--seeds auto`` grid (built with ``rule.max_seeds`` seeds). Raises
+    ``InputError`` where a group cannot be paired: no unmodified model to contrast with, one
+    condition only, or a seed missing a condition."""
+    by_group: dict[tuple, dict[int, dict[tuple, str]]] = {}
+    first: dict[tuple, TrialConfig] = {}
+    for config in configs:
+        key = group_key(config)
+        first.setdefault(key, config)
+        seeds = by_group.setdefault(key, {})
+        seeds.setdefault(config.seed, {})[condition_of(config)] = config.trial_id
+    # what tells groups apart, besides task and size, names them
+    values = [dict(k) for k in by_group]
+    differing = {name for name in (values[0] if values else {})
+                 if len({repr(v.get(name)) for v in values}) > 1}
+    groups = []
+    for key, seeds in by_group.items():
+        label = _label(first[key], differing)
+        conditions = sorted({c for per_seed in seeds.values() for c in per_seed}, key=repr)
+        if REFERENCE not in conditions:
+            raise InputError(
+                f"--seeds auto: {family} {label} has no run of the unmodified model (nothing "
+                "reinitialized, the original layer order) to contrast each surgery with; "
+                "include it (progressive: k = L in --k) or use a fixed --seeds N")
+        if len(conditions) < 2:
+            raise InputError(f"--seeds auto: {family} {label} runs one condition only, so "
+                             "it has no contrast to make precise; use a fixed --seeds N")
+        wanted = list(range(rule.max_seeds))
+        if sorted(seeds) != wanted or any(len(s) != len(conditions) for s in seeds.values()):
+            raise InputError(
+                f"--seeds auto: {family} {label} does not run every condition with every "
+                f"seed 0..{rule.max_seeds - 1} (its protocol pairs no seeds); use a fixed "
+                "--seeds N")
+        conditions.remove(REFERENCE)
+        groups.append(SeedGroup(label, (REFERENCE, *conditions),
+                                tuple(seeds[s] for s in wanted)))
+    return sorted(groups, key=lambda g: g.label)
+
+
+@dataclass
+class GroupState:
+    """What a ``SeedSearcher`` knows of one group: scores by trial id (ok runs only), the
+    trials that failed, and the seeds handed out so far."""
+
+    group: SeedGroup
+    scores: dict[str, float] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+    released: int = 0
+    decision: SeedDecision | None = None
+
+    def complete(self) -> int:
+        """Seeds 0..n-1 with every condition scored."""
+        n = 0
+        for per_seed in self.group.trials:
+            if not all(t in self.scores for t in per_seed.values()):
+                break
+            n += 1
+        return n
+
+    def diffs(self, n: int) -> np.ndarray:
+        ref = self.group.conditions[0]
+        return np.array([[self.scores[s[c]] - self.scores[s[ref]]
+                          for c in self.group.conditions[1:]]
+                         for s in self.group.trials[:n]]).reshape(n, len(self.group.conditions) - 1)
+
+    def touched(self) -> int:
+        """One past the last seed with any condition scored (0: none)."""
+        return max((s + 1 for s, per_seed in enumerate(self.group.trials)
+                    if any(t in self.scores for t in per_seed.values())), default=0)
+
+    def stuck(self, n: int) -> bool:
+        """Seed n has a trial that failed in this run: the group cannot complete it."""
+        return n < len(self.group.trials) and any(
+            t in self.failed for t in self.group.trials[n].values())
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    """One group's seeds at the end of a sweep, for its summary."""
+
+    label: str
+    seeds: int
+    half_width: float | None
+    reason: str
+    trials_per_seed: int
+
+
+@dataclass(frozen=True)
+class SeedReport:
+    """What ``--seeds auto`` did: each group's seeds and final half-width, and the trials a
+    fixed design of ``--max-seeds`` seeds would have run."""
+
+    rule: SeedRule
+    groups: tuple[GroupResult, ...]
+
+    @property
+    def trials(self) -> int:
+        return sum(g.seeds * g.trials_per_seed for g in self.groups)
+
+    @property
+    def fixed_trials(self) -> int:
+        return sum(self.rule.max_seeds * g.trials_per_seed for g in self.groups)
+
+    def __str__(self) -> str:
+        shown = 20
+        lines = [f"seeds on demand (--target-ci {self.rule.target_ci:g}): {self.trials} trials "
+                 f"in {len(self.groups)} groups; a fixed --seeds {self.rule.max_seeds} design "
+                 f"runs {self.fixed_trials}"]
+        width = max((len(g.label) for g in self.groups[:shown]), default=0)
+        for g in self.groups[:shown]:
+            hw = "-" if g.half_width is None else f"±{g.half_width:.4f}"
+            lines.append(f"  {g.label:<{width}}  {g.seeds:>3} seeds  widest {hw}  ({g.reason})")
+        if len(self.groups) > shown:
+            lines.append(f"  ... and {len(self.groups) - shown} more groups")
+        return "\n".join(lines)
+
+
+def seed_report(states: Iterable[GroupState], rule: SeedRule) -> SeedReport:
+    """Each group's complete seeds, widest half-width and why it has that many."""
+    results = []
+    for s in states:
+        n = s.complete()
+        d = decide(s.diffs(n), rule)
+        reason = (d.reason.value if d.closed
+                  else f"a trial of seed {n} did not finish ok" if s.stuck(n)
+                  else "not finished")
+        results.append(GroupResult(s.group.label, n, d.half_width, reason,
+                                   len(s.group.conditions)))
+    return SeedReport(rule, tuple(results))
+
+
+def stored_report(groups: Iterable[SeedGroup], scores: Mapping[str, float],
+                  rule: SeedRule) -> SeedReport:
+    """``seed_report`` of what the store holds."""
+    return seed_report([GroupState(g, dict(scores)) for g in groups], rule)
+
+
+def closed_seeds(group: SeedGroup, scores: Mapping[str, float], rule: SeedRule) -> int | None:
+    """The seeds ``group`` has in all if the ``scores`` stored already close it (its seeds
+    past the decision that are partly stored are finished, to stay paired), else None."""
+    state = GroupState(group, {t: v for t, v in scores.items()})
+    n = state.complete()
+    if not decide(state.diffs(n), rule).closed:
+        return None
+    return max(n, state.touched())
+
+
+def stored_scores(results_dir: str, trial_ids: set[str]) -> dict[str, float]:
+    """The scores of the ok trials of ``trial_ids`` the store holds."""
+    rows = store.load_trials(results_dir, status="ok", columns=["trial_id", "score"])
+    rows = rows[rows["trial_id"].isin(trial_ids)]
+    return dict(zip(rows["trial_id"], rows["score"].astype(float), strict=True))
