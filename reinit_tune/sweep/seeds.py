@@ -43,11 +43,8 @@ REFERENCE = ((), (), None)  # the unmodified model: nothing reinitialized, origi
 def condition_of(config: TrialConfig) -> tuple:
     """A trial's condition in its group: its surgery. Every permuted order is one condition
     ("permuted"): permutation n runs with seed n (003 §5), so the order is the replicate."""
-    order = config.layer_order
-    if order is not None and tuple(order) == tuple(range(len(order))):
-        order = None
     return (config.reinit_layers, config.reinit_heads,
-            None if order is None else "permuted")
+            None if config.layer_order is None else "permuted")
 
 
 def group_key(config: TrialConfig) -> tuple:
@@ -107,8 +104,10 @@ def groups_of(configs: Iterable[TrialConfig], rule: SeedRule, family: str) -> li
         if sorted(seeds) != wanted or any(len(s) != len(conditions) for s in seeds.values()):
             raise InputError(
                 f"--seeds auto: {family} {label} does not run every condition with every "
-                f"seed 0..{rule.max_seeds - 1} (its protocol pairs no seeds); use a fixed "
-                "--seeds N")
+                f"seed 0..{rule.max_seeds - 1}: "
+                + ("pass --permutations equal to --max-seeds (run n: permutation n, seed n; "
+                   "the authors' protocol pairs no seeds)" if "permutations" in family
+                   else "its protocol pairs no seeds; use a fixed --seeds N"))
         conditions.remove(REFERENCE)
         groups.append(SeedGroup(label, (REFERENCE, *conditions),
                                 tuple(seeds[s] for s in wanted)))

@@ -75,3 +75,31 @@ def test_report_of_a_missing_folder_and_an_unknown_figure_exit_2(capsys, tmp_pat
     assert code == 2 and "no results folder" in out
     code, out = cli(capsys, "report", "--results", str(tmp_path), "--only", "nope")
     assert code == 2 and "no such figure" in out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["progressive", "--seeds", "auto"], "error: --seeds auto needs --target-ci W"),
+    (["progressive", "--target-ci", "0.01"], "error: --target-ci: only with --seeds auto"),
+    (["progressive", "--seeds", "4", "--max-seeds", "9"],
+     "error: --max-seeds: only with --seeds auto"),
+    (["progressive", "--seeds", "auto", "--target-ci", "0.01", "--min-seeds", "6",
+      "--max-seeds", "4"], "error: --max-seeds: must be at least --min-seeds (6)"),
+    (["progressive", "--seeds", "auto", "--target-ci", "-1"], "error: --target-ci: must be"),
+    (["progressive", "--seeds", "auto", "--target-ci", "0.01", "--k", "0", "1"],
+     "include it (progressive: k = L in --k)"),
+])
+def test_seeds_on_demand_flags_are_checked_before_anything_runs(capsys, tmp_path, tiny_bert,
+                                                                 argv, message):
+    code, out = cli(capsys, "sweep", *argv, "--model", tiny_bert, "--tasks", "rte",
+                    "--sizes", "200", "--results", str(tmp_path / "r"), "--dry-run")
+    assert code == 2 and message in out, out
+    assert not (tmp_path / "r").exists()
+
+
+def test_seeds_auto_is_refused_by_families_that_pair_no_surgeries(capsys, tmp_path, tiny_bert):
+    code, out = cli(capsys, "sweep", "probing", "--seeds", "auto", "--model", tiny_bert,
+                    "--tasks", "rte", "--results", str(tmp_path / "r"), "--dry-run")
+    assert code == 2 and "the probing family compares no surgeries" in out, out
+    assert "progressive" in out  # where it works
+    helped = run(COMMAND, "sweep", "localized", "--help")
+    assert "--target-ci W" in helped.stdout and "each block reinitialized" in helped.stdout

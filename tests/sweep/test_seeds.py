@@ -1,0 +1,155 @@
+"""Seeds on demand without Ray's cluster: the groups a grid pairs by seed (and the grids it
+refuses, naming the flag), and ``SeedSearcher`` driven as Tune drives it, with scores planted
+per group: a quiet group stops at --min-seeds, a noisy one at --max-seeds, one in between
+where its interval reaches --target-ci; seeds go out in order, stored seeds stay paired, and
+a searcher rebuilt from what is stored at any point reaches the same seeds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from ray.tune.search import Searcher
+
+from reinit_tune import EMBEDDED_MODEL, families
+from reinit_tune.errors import InputError
+from reinit_tune.families import Grid
+from reinit_tune.inference.sequential import SeedRule
+from reinit_tune.model.shape import ModelShape
+from reinit_tune.sweep.searcher import SeedSearcher
+from reinit_tune.sweep.seeds import REFERENCE, groups_of
+
+SHAPE = ModelShape(num_layers=4, num_heads=4, hidden_size=32)
+RULE = SeedRule(0.02, min_seeds=3, max_seeds=12)
+
+
+def grid(**changes) -> Grid:
+    values = dict(model=EMBEDDED_MODEL, shape=SHAPE, tasks=("rte", "sst2", "cola"),
+                  sizes=(200,), seeds=RULE.max_seeds, epochs=1)
+    return Grid(**{**values, **changes})
+
+
+def test_groups_pair_every_surgery_with_the_full_model_by_seed():
+    configs = families.get("progressive").configs(grid())
+    groups = groups_of(configs, RULE, "progressive")
+    assert [g.label for g in groups] == ["cola n=200", "rte n=200", "sst2 n=200"]
+    for group in groups:
+        assert group.conditions[0] == REFERENCE and group.contrasts() == 4  # k = 0..3 vs L
+        assert len(group.trials) == RULE.max_seeds
+        assert all(set(s) == set(group.conditions) for s in group.trials)
+    localized = groups_of(families.get("localized").configs(grid(tasks=("rte",))), RULE,
+                          "localized")
+    assert localized[0].contrasts() == 5  # 2 blocks x (reinit, preserved) + embeddings only
+    permuted = groups_of(families.get("permutations").configs(grid(tasks=("rte",)),
+                                                              permutations=RULE.max_seeds),
+                         RULE, "permutations")
+    assert permuted[0].contrasts() == 2  # the permuted order, all reinitialized
+
+
+def test_grids_that_pair_nothing_are_refused_naming_the_flag():
+    progressive = families.get("progressive")
+    with pytest.raises(InputError, match="k = L in --k"):
+        groups_of(progressive.configs(grid(), k=[0, 1]), RULE, "progressive")
+    permutations = families.get("permutations")
+    with pytest.raises(InputError, match="--permutations equal to --max-seeds"):
+        groups_of(permutations.configs(grid(tasks=("rte",)), permutations=4), RULE,
+                  "permutations")
+    with pytest.raises(InputError, match="one condition only"):
+        groups_of(progressive.configs(grid(), k=[4]), RULE, "progressive")
+
+
+class Simulated:
+    """Tune's side: trials suggested, then finished with planted scores, a few at a time."""
+
+    def __init__(self, groups, scores, stored=None, slots: int = 5):
+        self.groups, self.scores, self.slots = groups, scores, slots
+        self.stored: dict[str, float] = dict(stored or {})
+        self.order: list[str] = []
+
+    def searcher(self) -> SeedSearcher:
+        todo = [t for g in self.groups for s in g.trials for t in s.values()
+                if t not in self.stored]
+        return SeedSearcher(self.groups, RULE, {t: {"seed": 0} for t in todo},
+                            {t: [t] for t in todo}, "/nonexistent", self.stored)
+
+    def run(self, searcher: SeedSearcher, stop_after: int | None = None) -> bool:
+        """Run until the searcher finishes (True) or ``stop_after`` trials were stored."""
+        running: list[str] = []
+        while True:
+            while len(running) < self.slots:
+                suggestion = searcher.suggest("tune-id")
+                if suggestion == Searcher.FINISHED:
+                    assert not running
+                    return True
+                if suggestion is None:
+                    break
+                running.append(suggestion["trial"]["trial_id"])
+            assert running, "the searcher waits on nothing"
+            trial = running.pop(0)
+            self.order.append(trial)
+            self.stored[trial] = self.scores[trial]
+            searcher.record(trial, "ok", self.scores[trial])
+            if stop_after is not None and len(self.order) >= stop_after:
+                return False
+
+
+def planted(groups, noise: dict[str, float]) -> dict[str, float]:
+    """Per group (by task) a score per trial: condition means plus a per-seed shift and
+    independent noise of the given SD."""
+    rng = np.random.default_rng(5)
+    scores = {}
+    for group in groups:
+        sd = noise[group.label.split()[0]]
+        for per_seed in group.trials:
+            shift = rng.normal(0, 0.05)
+            for i, (_, trial) in enumerate(sorted(per_seed.items(), key=repr)):
+                scores[trial] = 0.6 + 0.01 * i + shift + rng.normal(0, sd)
+    return scores
+
+
+def seeds_stored(groups, stored) -> dict[str, int]:
+    out = {}
+    for group in groups:
+        complete = [all(t in stored for t in s.values()) for s in group.trials]
+        touched = [any(t in stored for t in s.values()) for s in group.trials]
+        n = sum(complete)
+        assert complete[:n] == [True] * n and not any(touched[n:]), group.label  # paired
+        out[group.label.split()[0]] = n
+    return out
+
+
+def test_each_group_gets_the_seeds_its_noise_needs_and_no_more():
+    groups = groups_of(families.get("progressive").configs(grid()), RULE, "progressive")
+    scores = planted(groups, {"rte": 0.0, "sst2": 0.1, "cola": 0.008})
+    sim = Simulated(groups, scores)
+    searcher = sim.searcher()
+    assert sim.run(searcher)
+    seeds = seeds_stored(groups, sim.stored)
+    assert seeds["rte"] == RULE.min_seeds  # no noise in the contrasts
+    assert seeds["sst2"] == RULE.max_seeds  # far wider than --target-ci
+    assert RULE.min_seeds < seeds["cola"] < RULE.max_seeds  # reached it on the way
+    report = {g.label.split()[0]: g for g in searcher.report().groups}
+    assert report["cola"].reason == "reached --target-ci"
+    assert report["cola"].half_width <= RULE.target_ci
+    assert report["sst2"].reason == "stopped at --max-seeds"
+    assert searcher.report().trials == sum(seeds.values()) * 5
+    assert searcher.report().fixed_trials == 3 * RULE.max_seeds * 5
+    # past --min-seeds a group's seed n+1 is handed out only once seed n is decided
+    where = {t: (g.label, s) for g in groups for s, per in enumerate(g.trials)
+             for t in per.values()}
+    for label in {g.label for g in groups}:
+        seen = [where[t][1] for t in sim.order if where[t][0] == label]
+        assert seen == sorted(seen) or max(seen) < RULE.min_seeds
+
+
+@pytest.mark.parametrize("crash_after", [7, 23, 40])
+def test_a_searcher_rebuilt_from_the_store_reaches_the_same_seeds(crash_after):
+    groups = groups_of(families.get("progressive").configs(grid()), RULE, "progressive")
+    scores = planted(groups, {"rte": 0.0, "sst2": 0.1, "cola": 0.008})
+    whole = Simulated(groups, scores)
+    assert whole.run(whole.searcher())
+    crashed = Simulated(groups, scores)
+    assert not crashed.run(crashed.searcher(), stop_after=crash_after)
+    resumed = Simulated(groups, scores, stored=crashed.stored)  # what the store holds
+    assert resumed.run(resumed.searcher())
+    assert seeds_stored(groups, resumed.stored) == seeds_stored(groups, whole.stored)
+    assert set(resumed.stored) == set(whole.stored)
