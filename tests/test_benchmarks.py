@@ -192,3 +192,16 @@ def test_bench_memory_smoke_measures_a_trial_under_its_estimate(capsys, tiny_ber
     assert bench_memory.main(["--smoke", "--model", tiny_bert, "--threads", "1"]) == 0
     rows = table_rows(capsys.readouterr().out, "tiny")  # the progress line, then the table
     assert len(rows) == 2 and 0.3 < float(rows[-1][-1]) <= 1.0, rows
+
+
+def test_bench_seeds_smoke_compares_the_adaptive_design_with_fixed_ones(capsys):
+    from benchmarks import bench_seeds
+
+    assert bench_seeds.main(["--smoke", "--contrasts", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "sst2 500 (from embedded-minilm)" in out
+    rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith(("6 ", "2 "))]
+    assert [r[1] for r in rows] == ["ours", "ours", "plain"], out
+    for row in rows:
+        adaptive, fixed, ratio = float(row[3]), float(row[4]), float(row[5])
+        assert 0 < adaptive < fixed and ratio == pytest.approx(adaptive / fixed, abs=0.002)

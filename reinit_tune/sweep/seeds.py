@@ -37,7 +37,11 @@ from reinit_tune.inference.sequential import SeedDecision, SeedRule, decide
 # The fields that make a trial's condition within its group (its surgery); every other
 # field, but the seed, makes the group.
 CONDITION_FIELDS = ("reinit_layers", "reinit_heads", "layer_order")
-REFERENCE = ((), (), None)  # the unmodified model: nothing reinitialized, original order
+REFERENCE = ((), (), None)
+# The families whose ``contrasts`` are declared (``--seeds auto``): what the claim verdicts'
+# commands may name without importing the families
+ON_DEMAND_FAMILIES = ("progressive", "localized", "single_layer", "heads", "permutations",
+                      "variants")  # the unmodified model: nothing reinitialized, original order
 
 
 def condition_of(config: TrialConfig) -> tuple:

@@ -26,6 +26,8 @@ from reinit_tune.inference import (
     conjunction,
     seeds_to_decide,
 )
+from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS
+from reinit_tune.sweep.seeds import ON_DEMAND_FAMILIES
 from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
@@ -176,10 +178,17 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     command = None
     if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family:
         sizes = " ".join(_size_arg(g) for g in (group, large) if g is not None)
-        n = seeds or claim.n_min
+        n = max(seeds or claim.n_min, claim.n_min)
+        how = f"--seeds {n}"
+        if seeds is not None and finding.family in ON_DEMAND_FAMILIES:
+            # seeds on demand: each cell's seeds until its interval is narrower than the
+            # distance from the estimate to the rule's boundary
+            target = float(f"{abs(interval.estimate - finding.boundary):.2g}")
+            how = (f"--seeds auto --target-ci {target:g} --min-seeds {max(3, claim.n_min)} "
+                   f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
         command = (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
                    f"{' '.join(t for t in (group.task, pair.task if pair else None) if t)} "
-                   f"--sizes {sizes} --seeds {max(n, claim.n_min)} --results {results_dir}")
+                   f"--sizes {sizes} {how} --results {results_dir}")
     return VerdictRow(
         claim=claim.id, verdict=str(finding.verdict),
         task=group.task if pair is None else f"{group.task} / {pair.task}",

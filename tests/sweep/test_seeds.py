@@ -153,3 +153,10 @@ def test_a_searcher_rebuilt_from_the_store_reaches_the_same_seeds(crash_after):
     assert resumed.run(resumed.searcher())
     assert seeds_stored(groups, resumed.stored) == seeds_stored(groups, whole.stored)
     assert set(resumed.stored) == set(whole.stored)
+
+
+def test_the_families_that_declare_contrasts_are_the_on_demand_ones():
+    from reinit_tune.sweep.seeds import ON_DEMAND_FAMILIES
+
+    declared = {f.name for f in families.all_families() if f.contrasts}
+    assert declared == set(ON_DEMAND_FAMILIES)

@@ -64,6 +64,9 @@ def test_003_c1(tmp_path, q_mean, noise, want):
     if want == "inconclusive":
         assert row.seeds_needed is None or row.seeds_needed > 6
         assert row.command and "--seeds" in row.command
+        if row.seeds_needed is not None:  # seeds on demand, to the width that would decide
+            target = float(f"{abs(row.estimate):.2g}")  # the rule: G > 0 (share > 0.5)
+            assert f"--seeds auto --target-ci {target:g} " in row.command, row.command
 
 
 def test_003_c1_not_enough_data(tmp_path):
