@@ -6,31 +6,25 @@ in ``contrasts``, ``bootstrap`` and ``association``, every result an ``Interval`
 verdict rules in ``rules``. Each is tested against scipy or statsmodels.
 """
 
-from reinit_tune.inference.association import correlation, trend, variance_ratio
-from reinit_tune.inference.bootstrap import cluster_bootstrap
-from reinit_tune.inference.contrasts import (
-    paired_contrast,
-    seeds_to_decide,
-    share_weights,
-    stein_seeds,
-    unpaired_contrast,
-)
-from reinit_tune.inference.interval import Interval
-from reinit_tune.inference.rules import (
-    Verdict,
-    across_tasks,
-    bonferroni_level,
-    conjunction,
-    directional,
-    equivalence,
-    holm_rejects,
-    non_superiority,
-    threshold,
-)
+from importlib import import_module
+from typing import Any
 
-__all__ = [
-    "Interval", "Verdict", "across_tasks", "bonferroni_level", "cluster_bootstrap",
-    "conjunction", "correlation", "directional", "equivalence", "holm_rejects",
-    "non_superiority", "paired_contrast", "seeds_to_decide", "share_weights", "stein_seeds",
-    "threshold", "trend", "unpaired_contrast", "variance_ratio",
-]
+# name -> its module; imported on first use (PEP 562), so what imports one light module of
+# this package (the sweep command's seed rule) does not pay for scipy
+_WHERE = {
+    "correlation": "association", "trend": "association", "variance_ratio": "association",
+    "cluster_bootstrap": "bootstrap",
+    "paired_contrast": "contrasts", "seeds_to_decide": "contrasts",
+    "share_weights": "contrasts", "stein_seeds": "contrasts", "unpaired_contrast": "contrasts",
+    "Interval": "interval",
+    "Verdict": "rules", "across_tasks": "rules", "bonferroni_level": "rules",
+    "conjunction": "rules", "directional": "rules", "equivalence": "rules",
+    "holm_rejects": "rules", "non_superiority": "rules", "threshold": "rules",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_WHERE[name]}"), name)

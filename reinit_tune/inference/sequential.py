@@ -9,16 +9,19 @@ of an effect, so stopping cannot favour an outcome.
 The rule is purely sequential (Anscombe 1953; Chow & Robbins 1965, "On the asymptotic theory
 of fixed-width sequential confidence intervals for the mean", Ann. Math. Statist. 36): after
 each complete seed n >= ``min_seeds``, stop once ``t_{n-1} · σ̂_U / √n <= W`` for every
-contrast. With the sample SD in place of ``σ̂_U`` the plain rule under-covers at small n: it
-stops when the SD happens to come out small, and the t-interval then computed at that n
-covers less than 95% (Woodroofe 1977, Ann. Statist. 5: the deficit is of order 1/n; in
-simulation 0.90-0.92 for one contrast per group, 0.93-0.94 for two). So the rule uses
-``σ̂_U = S · sqrt((n - 1) / χ²_{1-γ; n-1})``, the upper γ = 0.75 confidence limit of σ, as
-sample-size planning from a pilot does (Kieser & Wassmer 1996, Biometrical J. 38): it
-demands more seeds exactly where the SD is least known and costs little at large n.
-Stein's two-stage procedure (Stein 1945) is exact but plans from the pilot alone with
-``t_{m-1}``, about 2x the seeds at a pilot of 5 and 5x at 3. ``benchmarks/bench_seeds.py``
-measures the coverage and cost of these rules against fixed designs.
+contrast, with ``σ̂_U = S · sqrt((n - 1) / χ²_{1-γ; n-1})`` the upper γ = 0.75 confidence
+limit of σ, as sample-size planning from a pilot uses it (Kieser & Wassmer 1996, Biometrical
+J. 38). With the plain sample SD the rule stops when the SD happens to come out small, and
+the t-interval at that n covers less than 95% (Woodroofe 1977, Ann. Statist. 5: a deficit of
+order 1/n). In 20,000 simulated groups needing 4-16 seeds each, the 95% intervals covered
+0.90-0.92 with the plain SD and 0.91-0.93 with this rule for one contrast per group,
+0.935-0.94 and 0.94-0.945 for two, 0.947-0.948 and 0.948-0.951 for six, at about 10-20%
+more seeds where n is small, less at large n. A group of one contrast (a progressive sweep
+with one k besides L) stays below nominal; every family's default grid compares two or more.
+Stein's two-stage procedure (Stein 1945) is exact for its own fixed-width interval but plans
+from the pilot alone with ``t_{m-1}``: about 2x the seeds at a pilot of 5, 5x at 3.
+``benchmarks/bench_seeds.py`` measures coverage and cost against fixed designs on a profile
+taken from the committed MiniLM store (``benchmarks/RESULTS.md``).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
-from scipy import stats
 
 from reinit_tune.errors import InputError
 
@@ -96,6 +98,8 @@ class SeedDecision:
 def half_widths(diffs: np.ndarray, level: float = LEVEL) -> np.ndarray:
     """The t-interval half-width of each column's mean (rows: seeds; columns: contrasts):
     ``t_{n-1, (1+level)/2} · S / √n``."""
+    from scipy import stats  # here: the command's --help never pays for scipy
+
     n = diffs.shape[0]
     if n < 2:
         return np.full(diffs.shape[1], np.inf)
@@ -105,6 +109,8 @@ def half_widths(diffs: np.ndarray, level: float = LEVEL) -> np.ndarray:
 def planning_half_widths(diffs: np.ndarray, rule: SeedRule) -> np.ndarray:
     """``half_widths`` with the upper ``rule.sigma_confidence`` limit of each column's σ in
     place of its sample SD: what the rule compares with ``target_ci``."""
+    from scipy import stats
+
     n = diffs.shape[0]
     if n < 2:
         return np.full(diffs.shape[1], np.inf)
