@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 PRECISIONS = ("fp32", "bf16")
 # "bert": 003 App. A as written; "authors-code": what the 003 authors' released code does
-# (see ``reinit_tune.model.surgery`` and the README section "Initialization schemes").
+# (see ``reinit_tune.model.surgery`` and docs/concepts/training.md, "Initialization schemes").
 INIT_SCHEMES = ("bert", "authors-code")
 # "linear": decay to 0 after an optional linear warmup (run_glue's); "slanted-triangular":
 # Howard & Ruder 2018 (002 §2), see ``reinit_tune.training.loop.schedule_factor``.

@@ -56,16 +56,18 @@ class TrainSize:
         'full' → the whole split (None). Returns the plain value a config stores."""
         if text.lower() in ("full", "all", "none"):
             return None
+        value: Size
         try:
-            return int(text)
+            value = int(text)
         except ValueError:
-            pass
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"size {text!r}: give a count (500), a fraction (0.1) or 'full'"
-            ) from None
+            try:
+                value = float(text)
+            except ValueError:
+                value = "bad"
+        if isinstance(value, int) and value >= 1 or isinstance(value, float) and 0 < value < 1:
+            return value
+        raise argparse.ArgumentTypeError(
+            f"size {text!r}: give a positive count (500), a fraction in (0, 1) (0.1) or 'full'")
 
     @property
     def is_full(self) -> bool:

@@ -94,3 +94,11 @@ def test_a_documented_example_runs_as_printed(page, command, status, tmp_path):
     assert done.returncode == status, (page, command, done.stdout[-2000:],
                                        done.stderr[-3000:])
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
+
+
+def test_the_command_reference_shows_defaults_the_help_states():
+    reference = _hook().cli_reference()
+    for flag, default in (("--model", "bert-base-uncased"), ("--sizes", "500 5000 50000"),
+                          ("--seeds", "50 at <=500 examples, else 3"),
+                          ("--epochs", "5 at <=500 examples, else 3")):
+        assert f"| `{flag}` | {default} |" in reference, flag

@@ -11,6 +11,7 @@ cannot drift from it.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,7 +61,12 @@ def _section(name: str, parser: argparse.ArgumentParser, level: int,
             if choices and not isinstance(action.choices, dict) and not all(
                     c in helptext for c in choices):
                 helptext += " (one of: " + ", ".join(choices) + ")"
-            lines.append(f"| {names} | {_cell(_default(action))} | {_cell(helptext)} |")
+            default = _default(action)
+            # a default the parser leaves to the family or the grid is said in the help
+            if not default and (said := re.search(r"\s*\(default: ([^()]*)\)", helptext)):
+                default = said.group(1)
+                helptext = helptext[:said.start()] + helptext[said.end():]
+            lines.append(f"| {names} | {_cell(default)} | {_cell(helptext)} |")
         lines.append("")
     return lines
 

@@ -408,8 +408,8 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
     """Write the report of ``results`` into ``out`` (default ``RESULTS/report``) and print
     what was drawn (with ``only``: the numbers of those figures too); the exit status.
     ``max_panels``: panels per figure at most (``build``)."""
-    if not results.is_dir():
-        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+    if (problem := store.not_a_store(results)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     out = out or results / "report"
     built, data = build(results, out, only, max_panels)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 from reinit_tune.cli import compare, consistency, listing, report, store, sweep, verdicts
-from reinit_tune.cli.formatting import Help, positive_int
+from reinit_tune.cli.formatting import Help, Parser, positive_int
 from reinit_tune.cli.listing import DEFAULT_MODEL, family_table
 from reinit_tune.cli.sweep import (
     add_sweep_flags,
@@ -45,7 +45,7 @@ COMMANDS = {"sweep": sweep, "families": listing, "report": report, "compare": co
 
 def parser() -> argparse.ArgumentParser:
     """The ``reinit-tune`` parser with every subcommand's."""
-    p = argparse.ArgumentParser(prog="reinit-tune", formatter_class=Help,
+    p = Parser(prog="reinit-tune", formatter_class=Help,
                                 description=__doc__.split("\n\n")[0].replace("``", ""))
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS.values():

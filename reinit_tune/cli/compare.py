@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help, positive_int
+from reinit_tune.cli.formatting import Help, positive_int, task_arg
 from reinit_tune.errors import InputError
 from reinit_tune.tasks import TASKS
 
@@ -21,8 +21,9 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "saved by a sweep run with --save-model (RESULTS/models/<trial_id>).")
     compare.add_argument("model_a", help="model name or saved model folder")
     compare.add_argument("model_b", help="model name or saved model folder")
-    compare.add_argument("--tasks", nargs="+", default=["sst2"], choices=sorted(TASKS),
-                         metavar="TASK", help="dev splits to compare on")
+    compare.add_argument("--tasks", nargs="+", default=["sst2"], type=task_arg,
+                         metavar="TASK", help="dev splits to compare on, of: "
+                                              f"{' '.join(sorted(TASKS))}")
     compare.add_argument("--examples", type=positive_int, default=200,
                          help="dev examples per task")
     compare.add_argument("--max-seq-length", type=int, default=128,

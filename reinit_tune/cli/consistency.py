@@ -29,11 +29,12 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace) -> int:
+    from reinit_tune import store
     from reinit_tune.similarity.pairs import consistency
 
     results = Path(args.results)
-    if not results.is_dir():
-        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+    if (problem := store.not_a_store(results)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         done = consistency(results, examples=args.examples, data_dir=args.data_dir,

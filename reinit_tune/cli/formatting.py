@@ -1,9 +1,31 @@
-"""What every ``reinit-tune`` subcommand's parser shares: the help formatter that shows a
-default only where there is one to show, help-text escaping, and argument types."""
+"""What every ``reinit-tune`` subcommand's parser shares: a strict parser (no abbreviated
+flags; an error is one line naming the flag, not the whole usage), the help formatter that
+shows a default only where there is one to show, help-text escaping, and argument types."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from reinit_tune.errors import InputError
+from reinit_tune.tasks import TASKS
+
+
+class Parser(argparse.ArgumentParser):
+    """``argparse`` without abbreviations (``--seed 3`` is not ``--seeds 3``), whose errors
+    are one line (the sweep's usage alone runs to 30 lines) pointing at ``--help``.
+    Subcommands' parsers are of this class too."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        sys.exit(2)
 
 
 class Help(argparse.RawDescriptionHelpFormatter):
@@ -26,7 +48,41 @@ def escape(text: str) -> str:
 
 
 def positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def _squashed(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+def task_arg(text: str) -> str:
+    """A GLUE/SQuAD task name, in any case, with or without a dash (``SST2``, ``sst-2``:
+    ``sst2``); an unknown one is refused with the nearest names."""
+    by_squashed = {_squashed(t): t for t in TASKS}
+    if (task := by_squashed.get(_squashed(text))) is not None:
+        return task
+    near = difflib.get_close_matches(_squashed(text), list(by_squashed), n=2, cutoff=0.5)
+    hint = f"did you mean {' or '.join(by_squashed[n] for n in near)}? " if near else ""
+    raise argparse.ArgumentTypeError(f"unknown task {text!r}; {hint}tasks: "
+                                     f"{' '.join(sorted(TASKS))}")
+
+
+def flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` as an argparse type: its ``InputError`` becomes argparse's own error (which
+    names the flag), never "invalid parse value"."""
+    def checked(text: str) -> Any:
+        try:
+            return parse(text)
+        except InputError as e:
+            message = str(e)
+            if message.startswith("--"):  # argparse names the flag already
+                message = message.split(": ", 1)[-1]
+            raise argparse.ArgumentTypeError(message) from None
+    checked.__name__ = parse.__name__
+    return checked

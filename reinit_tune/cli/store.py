@@ -34,8 +34,8 @@ def command(args: argparse.Namespace) -> int:
     from reinit_tune import store
 
     results = Path(args.results)
-    if not results.is_dir():
-        print(f"error: no results folder {results}; pass --results", file=sys.stderr)
+    if (problem := store.not_a_store(results)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.action == "check":
         check = store.check_store(results)

@@ -15,7 +15,14 @@ import sys
 from pathlib import Path
 
 from reinit_tune import families
-from reinit_tune.cli.formatting import Help, escape, positive_int
+from reinit_tune.cli.formatting import (
+    Help,
+    Parser,
+    escape,
+    flag_type,
+    positive_int,
+    task_arg,
+)
 from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES, TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.families.base import (
@@ -61,8 +68,9 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     common.add_argument("--model", default=None,
                         help=f"hub id, local save_pretrained folder, or {EMBEDDED_MODEL} "
                              f"(the embedded 6-layer MiniLM) (default: {family.model})")
-    common.add_argument("--tasks", nargs="+", default=list(family.tasks), choices=sorted(TASKS),
-                        metavar="TASK", help=f"GLUE tasks, of: {' '.join(sorted(TASKS))}")
+    common.add_argument("--tasks", nargs="+", default=list(family.tasks), type=task_arg,
+                        metavar="TASK", help=f"GLUE tasks, of: {' '.join(sorted(TASKS))} (any "
+                                             "case; sst-2 is sst2)")
     sizes = " ".join("full" if v is None else str(v) for v in family.sizes)
     common.add_argument("--sizes", nargs="+", type=parse_size, default=None,
                         help="train subset sizes: counts, fractions in (0,1), or 'full' "
@@ -97,7 +105,9 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                              "fp32 elsewhere; resolved here before the trial ids")
     common.add_argument("--init-scheme", choices=INIT_SCHEMES, default=DEFAULT_INIT_SCHEME,
                         help="distribution of reinitialized weights: 'bert' (003 App. A) or "
-                             "'authors-code' (what the 003 authors' code did; see README)")
+                             "'authors-code' (what the 003 authors' released code did: weights "
+                             "~38x smaller; docs/concepts/training.md, 'Initialization "
+                             "schemes')")
     common.add_argument("--length-grouped", action=argparse.BooleanOptionalAction,
                         default=DEFAULT_LENGTH_GROUPED,
                         help="batch examples of similar length together (less padding, several "
@@ -146,7 +156,7 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                      help="CPUs per trial, also its torch threads")
     run.add_argument("--gpus-per-trial", type=float, default=_RUN.resources.gpus_per_trial,
                      help="GPUs per trial; fractions pack several trials on one GPU")
-    run.add_argument("--pack-size", type=pack_size_arg, default=_RUN.pack_size,
+    run.add_argument("--pack-size", type=flag_type(pack_size_arg), default=_RUN.pack_size,
                      help="train up to N trials that differ only in their surgery (same task, "
                           "seed, size, epochs, batch, lr and schedule, precision, model) as "
                           "one fused pack per Tune trial, each stored as its own trial; "
@@ -284,7 +294,7 @@ def run_options(args: argparse.Namespace, family: Family | None = None) -> RunOp
 
 def sweep_parser(family: Family, prog: str | None = None) -> argparse.ArgumentParser:
     """The parser of one family's sweep, on its own (``python sweeps/<family>.py``)."""
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog=prog or f"reinit-tune sweep {family.name}", formatter_class=Help,
         description=f"{family.title} ({family.source}).",
     )

@@ -40,9 +40,8 @@ def command(args: argparse.Namespace) -> int:
                   f"{', '.join(verdicts.BY_ID)}", file=sys.stderr)
             return 2
     results = Path(args.results)
-    if not (results / store.TRIALS).is_dir():
-        print(f"error: --results {results}: not a results store (expected "
-              f"{results / store.TRIALS}/ with the trials' Parquet files)", file=sys.stderr)
+    if (problem := store.not_a_store(results)) is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     claims = ([verdicts.BY_ID[c.upper()] for c in args.claims] if args.claims
               else verdicts.CLAIMS)

@@ -22,7 +22,7 @@ from reinit_tune.store.compaction import (
     compact_if_many,
     small_file_count,
 )
-from reinit_tune.store.files import COMPACTED_PREFIX, remove_partial_files
+from reinit_tune.store.files import COMPACTED_PREFIX, not_a_store, remove_partial_files
 from reinit_tune.store.lookup import finished_data, finished_ids, stored_rows
 from reinit_tune.store.reader import CLOCK_SKEW_S
 from reinit_tune.store.reuse import equivalence_key, equivalent_ids, reuse_trial
@@ -75,8 +75,8 @@ __all__ = [
     "TRIAL_SCHEMA", "Table", "WEIGHT_PROJECTIONS", "check_store", "compact", "compact_if_many",
     "config_columns", "epoch_rows", "equivalence_key", "equivalent_ids", "finished_data",
     "finished_ids", "load_epochs", "load_pairs", "load_similarity", "load_steps", "load_trials",
-    "malformed_rows", "outcome_rows", "outcome_steps", "pair_ids", "pq", "ran_on_subset",
-    "remove_partial_files", "reuse_trial", "similarity_ids", "small_file_count", "step_rows",
-    "stored_rows", "stored_size", "trial_columns", "trial_row", "unreadable_files", "write_pairs",
-    "write_similarity", "write_steps", "write_trial",
+    "malformed_rows", "not_a_store", "outcome_rows", "outcome_steps", "pair_ids", "pq",
+    "ran_on_subset", "remove_partial_files", "reuse_trial", "similarity_ids",
+    "small_file_count", "step_rows", "stored_rows", "stored_size", "trial_columns", "trial_row",
+    "unreadable_files", "write_pairs", "write_similarity", "write_steps", "write_trial",
 ]

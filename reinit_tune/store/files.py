@@ -34,6 +34,42 @@ class Vanished(Exception):
     """A file listed for reading is gone: a compaction merged it meanwhile; list again."""
 
 
+def not_a_store(results_dir: str | os.PathLike, flag: str = "--results",
+                depth: int = 3) -> str | None:
+    """Why ``results_dir`` is not a results store (it has no ``trials/`` folder), naming the
+    nearest store below it if one is within ``depth`` folders; None for a store."""
+    root = Path(results_dir)
+    if (root / TRIALS).is_dir():
+        return None
+    what = "does not exist" if not root.exists() else (
+        "is not a folder" if not root.is_dir() else "is not a results store")
+    message = (f"{flag} {root} {what} (a store holds {TRIALS}/ with one Parquet file per "
+               "trial, written by a sweep)")
+    below = _stores_below(root, depth) if root.is_dir() else []
+    if below:
+        message += f"; the nearest store below it: {flag} {below[0]}"
+    return message
+
+
+def _stores_below(root: Path, depth: int) -> list[Path]:
+    """Stores under ``root``, breadth first (the nearest first), hidden folders skipped."""
+    level, found = [root], []
+    for _ in range(depth):
+        nxt = []
+        for folder in level:
+            try:
+                children = sorted(p for p in folder.iterdir()
+                                  if p.is_dir() and not p.name.startswith((".", "_")))
+            except OSError:
+                continue
+            found += [c for c in children if (c / TRIALS).is_dir()]
+            nxt += children
+        if found:
+            return found
+        level = nxt
+    return found
+
+
 def arrow_rows(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     """``rows`` as a table of ``schema``: keys the schema lacks are left out, columns the
     rows lack are null."""

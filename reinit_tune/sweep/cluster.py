@@ -56,7 +56,8 @@ def address_file() -> Path:
 def secure_local_ray() -> None:
     """Turn on Ray's token authentication when this process is about to start its own local
     Ray instance: Ray 2.60's GCS, raylet and workers listen on every network interface
-    whatever address they are given, so a token is what keeps other machines out. Ray reads
+    whatever address they are given, so a token is what keeps other machines out. A
+    ``RAY_AUTH_MODE`` the user set is kept, with a warning. Ray reads
     ``RAY_AUTH_MODE`` once, when first imported: ``reinit_tune.sweep.environment.prepare``
     calls this before a sweep imports Ray; later it changes nothing and ``connect_ray`` warns
     instead."""
@@ -66,8 +67,14 @@ def secure_local_ray() -> None:
         address, _ = choose_address()
     except InputError:
         return  # reported by connect_ray
-    if address == "local":
-        os.environ[AUTH_ENV] = "token"
+    if address != "local":
+        return
+    own = os.environ.get(AUTH_ENV, "")
+    if own and own != "token":  # the user's choice stands, said once
+        log.warning("%s=%s is set: the local Ray instance this sweep starts listens on every "
+                    "network interface without a token; unset it to have one", AUTH_ENV, own)
+        return
+    os.environ[AUTH_ENV] = "token"
 
 
 def answers(address: str, timeout_s: float = 3.0) -> bool:

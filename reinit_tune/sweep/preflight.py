@@ -461,3 +461,28 @@ def preflight(
         problems += check_folder(Path(local), "--storage")
     if problems:
         raise InputError("cannot start the sweep:\n  - " + "\n  - ".join(problems))
+
+
+def check_local_gpus(gpus_per_trial: float, *, calibrate: bool = False) -> None:
+    """Refuse a GPU request this machine cannot meet where it is the one that would run it:
+    ``--calibrate`` measures here, and a sweep with no cluster to join starts a local Ray
+    instance here (``cluster.choose_address``). Raises ``InputError`` before Ray starts."""
+    if gpus_per_trial <= 0:
+        return
+    if not calibrate:
+        from reinit_tune.sweep import cluster
+
+        address, _ = cluster.choose_address()
+        if address != "local":
+            return  # the cluster's GPUs are checked once joined
+    import torch
+
+    have = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if have >= gpus_per_trial:
+        return
+    where = ("--calibrate measures on this machine" if calibrate else
+             "no cluster is given (RAY_ADDRESS unset, no `ray start` cluster), so the trials "
+             "would run here")
+    raise InputError(f"--gpus-per-trial {gpus_per_trial:g}: {where}, and this machine has "
+                     f"{'no GPU' if have == 0 else f'{have} GPU(s)'}; pass --gpus-per-trial 0 to "
+                     "run on CPUs, or set RAY_ADDRESS to a cluster with GPUs")

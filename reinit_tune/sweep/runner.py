@@ -20,7 +20,7 @@ from typing import TextIO
 
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import ModelShape
-from reinit_tune.sweep import cost, environment
+from reinit_tune.sweep import cost, environment, preflight
 from reinit_tune.sweep import plan as planning
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import Plan, describe
@@ -72,6 +72,9 @@ class Sweep:
         the estimated cost and run nothing; ``calibrate`` measures the per-token cost on this
         device first). Returns the counts of what happened."""
         plan = planning.make_plan(self.configs, self.options, self.shapes)
+        if plan.todo and (calibrate or not dry_run):
+            preflight.check_local_gpus(plan.options.resources.gpus_per_trial,
+                                       calibrate=dry_run)
         self._print(describe(plan.configs, plan.data_dir, plan.options.allow_subset))
         if plan.skipped:
             self._print(f"{plan.skipped} trials already in {plan.results_dir}: skipped")

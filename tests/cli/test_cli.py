@@ -12,7 +12,7 @@ import pytest
 from reinit_tune import families
 from reinit_tune.errors import InputError
 from reinit_tune.sweep import launch
-from tests.helpers import REPO, cli
+from tests.helpers import REPO, cli, trial_count
 
 COMMAND = str(Path(sys.executable).with_name("reinit-tune"))
 
@@ -72,7 +72,7 @@ def test_bad_input_exits_2_but_a_failure_after_launch_is_not_called_bad_input(
 
 def test_report_of_a_missing_folder_and_an_unknown_figure_exit_2(capsys, tmp_path):
     code, out = cli(capsys, "report", "--results", str(tmp_path / "none"))
-    assert code == 2 and "no results folder" in out
+    assert code == 2 and "does not exist" in out
     code, out = cli(capsys, "report", "--results", str(tmp_path), "--only", "nope")
     assert code == 2 and "no such figure" in out
 
@@ -103,3 +103,68 @@ def test_seeds_auto_is_refused_by_families_that_pair_no_surgeries(capsys, tmp_pa
     assert "progressive" in out  # where it works
     helped = run(COMMAND, "sweep", "localized", "--help")
     assert "--target-ci W" in helped.stdout and "each block reinitialized" in helped.stdout
+
+
+def parse_error(capsys, *argv: str) -> str:
+    """The one-line error of a command line argparse refuses (exit 2)."""
+    with pytest.raises(SystemExit) as stop:
+        cli(capsys, *argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "usage:" not in err, err  # no 30-line usage
+    return err
+
+
+def test_the_command_line_is_strict_and_its_errors_name_the_flag(capsys, tmp_path, tiny_bert):
+    base = ("sweep", "progressive", "--model", tiny_bert, "--results", str(tmp_path / "r"),
+            "--dry-run")
+    # an abbreviation is not taken for the flag it starts
+    assert "unrecognized arguments: --seed 3" in parse_error(capsys, *base, "--seed", "3")
+    err = parse_error(capsys, *base, "--tasks", "sst3")
+    assert "argument --tasks: unknown task 'sst3'; did you mean sst2" in err
+    err = parse_error(capsys, *base, "--sizes", "0")
+    assert "argument --sizes: size '0': give a positive count" in err
+    assert "train_size" not in err
+    err = parse_error(capsys, *base, "--pack-size", "0")
+    assert "argument --pack-size: must be a positive integer or 'auto'" in err
+    assert "pack_size_arg" not in err
+    # task names in any case, with or without the dash the report's titles use
+    code, out = cli(capsys, *base, "--tasks", "SST2", "sst-2", "RTE", "--sizes", "100",
+                    "--seeds", "1", "--k", "4")
+    assert code == 0 and "progressive  rte" in out and "progressive  sst2" in out, out
+    assert trial_count(out) == 2
+
+
+def test_a_gpu_request_this_machine_cannot_meet_stops_before_ray(capsys, tmp_path, tiny_bert,
+                                                                  monkeypatch):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # no `ray start` cluster recorded here
+    argv = ("sweep", "progressive", "--model", tiny_bert, "--tasks", "rte", "--sizes", "50",
+            "--seeds", "1", "--k", "4", "--results", str(tmp_path / "r"))
+    code, out = cli(capsys, *argv, "--gpus-per-trial", "2")
+    assert code == 2 and "error: --gpus-per-trial 2: no cluster is given" in out, out
+    assert "this machine has no GPU" in out
+    code, out = cli(capsys, *argv, "--gpus-per-trial", "1", "--dry-run", "--calibrate")
+    assert code == 2 and "--calibrate measures on this machine" in out, out
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+    code, out = cli(capsys, *argv, "--gpus-per-trial", "1", "--dry-run")  # for a cluster
+    assert code == 0, out
+
+
+@pytest.mark.parametrize("command", [("store", "check"), ("store", "compact"), ("report",),
+                                     ("verdicts",)])
+def test_commands_that_read_a_store_refuse_what_is_not_one(capsys, tmp_path, command):
+    (tmp_path / "notes.txt").write_text("not a store")
+    (tmp_path / "random.parquet").write_bytes(b"PAR1")
+    nested = tmp_path / "runs" / "june"
+    (nested / "trials").mkdir(parents=True)
+    code, out = cli(capsys, *command, "--results", str(tmp_path))
+    assert code == 2, out
+    assert f"error: --results {tmp_path} is not a results store" in out
+    assert f"the nearest store below it: --results {nested}" in out
+    code, out = cli(capsys, *command, "--results", str(tmp_path / "nothing"))
+    assert code == 2 and "does not exist" in out

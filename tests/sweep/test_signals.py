@@ -97,18 +97,24 @@ def test_an_interrupted_sweep_prints_its_summary_exits_128_plus_the_signal_and_s
 
 def test_a_local_ray_instance_gets_token_auth_before_ray_is_imported(monkeypatch, tmp_path):
     """Ray reads RAY_AUTH_MODE once, at import: a fresh command-line process that is about to
-    start its own instance turns tokens on (Ray binds every interface); one that joins a
-    cluster leaves the mode alone."""
+    start its own instance turns tokens on (Ray binds every interface), unless the user set
+    the mode (kept, with a warning); one that joins a cluster leaves the mode alone."""
     code = ("import os, sys; from reinit_tune.sweep import cluster; cluster.secure_local_ray(); "
             "print(os.environ.get('RAY_AUTH_MODE'), 'ray' in sys.modules)")
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_TMPDIR": str(tmp_path)}
+    env = {**os.environ, "RAY_TMPDIR": str(tmp_path)}
     env.pop("RAY_ADDRESS", None)
+    env.pop("RAY_AUTH_MODE", None)
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, cwd=REPO)
     assert run.stdout.split() == ["token", "False"], run.stderr[-2000:]
     joined = subprocess.run([sys.executable, "-c", code], env={**env, "RAY_ADDRESS": "local"},
                             capture_output=True, text=True, cwd=REPO)
     assert joined.stdout.split() == ["token", "False"]
+    env["RAY_AUTH_MODE"] = "disabled"
+    own = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, cwd=REPO)
+    assert own.stdout.split() == ["disabled", "False"], own.stderr[-2000:]
+    assert "RAY_AUTH_MODE=disabled is set" in own.stderr and "without a token" in own.stderr
     with socket.socket() as server:  # a live cluster named by RAY_ADDRESS: joined, untouched
         server.bind(("127.0.0.1", 0))
         server.listen()
