@@ -89,8 +89,10 @@ def compute(task: str, predictions, labels) -> dict[str, float]:
     return out
 
 
-def reference_scores(task: str, labels) -> tuple[float, float | None]:
-    """What ``task``'s primary metric gives without learning, on dev ``labels``:
+def reference_scores(task: str, labels, metric: str | None = None
+                     ) -> tuple[float, float | None]:
+    """What ``metric`` of ``task`` (default: its primary) gives without learning, on dev
+    ``labels``:
 
     - majority: every example predicted as the most frequent dev label (STS-B: its mean), so
       accuracy is that label's share, MCC and correlations 0;
@@ -99,17 +101,18 @@ def reference_scores(task: str, labels) -> tuple[float, float | None]:
       precision p and recall 1/2; acc_and_f1 their mean.
     """
     spec = get_task(task)
+    metric = metric or spec.primary
     label = np.asarray(labels)
     if spec.is_regression:
         constant = np.full(label.shape, float(np.mean(label)))
-        return compute(task, constant, label)[spec.primary], 0.0
+        return compute(task, constant, label)[metric], 0.0
     values, counts = np.unique(label, return_counts=True)
     majority = compute(task, np.full(label.shape, values[np.argmax(counts)]), label)
     p = float(np.mean(label == 1))
     chance = {"accuracy": 1 / spec.num_labels, "mcc": 0.0,
               "f1": p / (p + 0.5) if p > 0 else 0.0}
     chance["acc_and_f1"] = (chance["accuracy"] + chance["f1"]) / 2
-    return majority[spec.primary], chance[spec.primary]
+    return majority[metric], chance.get(metric)
 
 
 # Correlations and MCC lie in [-1, 1]; every other metric here (and the QA scores, stored as

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
+from reinit_tune.analysis.baselines import dev_reference
 from reinit_tune.analysis.plotting import (
     caption,
     ci_yerr,
@@ -56,6 +57,10 @@ def with_metrics(df: pd.DataFrame, metrics: dict[str, str] | None) -> pd.DataFra
         rows = df["task"] == task
         df.loc[rows, "score"] = df.loc[rows, f"eval_{metric}"]
         df.loc[rows, "metric"] = metric
+        # the baselines drawn under the curve are this metric's, never the primary one's
+        majority, chance = dev_reference(task, metric) or (float("nan"), float("nan"))
+        df.loc[rows, "majority_score"] = majority
+        df.loc[rows, "chance_score"] = float("nan") if chance is None else chance
     return df
 
 

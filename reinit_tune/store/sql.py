@@ -43,9 +43,9 @@ def view(results_dir: str | os.PathLike, name: str) -> str:
     rank = (f"CASE WHEN parse_filename(__file) LIKE '{COMPACTED_PREFIX}%' THEN 1 ELSE 0 END, "
             "__file DESC")
     return (f"CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (__file) FROM ("
-            f"SELECT * EXCLUDE (filename), filename AS __file FROM read_parquet({files}, union_by_name = true, "
-            f"filename = true)) QUALIFY dense_rank() OVER (PARTITION BY {table.key} "
-            f"ORDER BY {rank}) = 1")
+            "SELECT * EXCLUDE (filename), filename AS __file FROM "
+            f"read_parquet({files}, union_by_name = true, filename = true)) "
+            f"QUALIFY dense_rank() OVER (PARTITION BY {table.key} ORDER BY {rank}) = 1")
 
 
 def present(results_dir: str | os.PathLike) -> list[str]:
