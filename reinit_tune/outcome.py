@@ -89,6 +89,8 @@ class TrialOutcome:
     data_subset: bool | None = None
     data_fingerprint: str | None = None
     data_source: str | None = None
+    # the weights the trial loaded (reinit_tune.model.fingerprint); None in older rows
+    model_fingerprint: str | None = None
     similarity: tuple[Mapping[str, Any], ...] = ()  # per layer, on the last epoch
 
     @property

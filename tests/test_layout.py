@@ -16,7 +16,8 @@ PACKAGE = Path(reinit_tune.__file__).parent
 LAYERS = [
     ("foundations", ["errors", "env", "seeding", "tasks", "hardware", "inference",
                      "inference.*"]),
-    ("trial description", ["config", "train_size", "model.shape", "model.files", "metrics",
+    ("trial description", ["config", "train_size", "model.shape", "model.files",
+                           "model.fingerprint", "metrics",
                            "qa", "outcome"]),
     ("data, results store, model surgery", ["data", "data.*", "store.*", "sanity", "model.stacks",
                                             "model.surgery",

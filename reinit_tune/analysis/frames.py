@@ -23,6 +23,7 @@ import pandas as pd
 from reinit_tune import sanity, store
 from reinit_tune.analysis.stats import size_label, size_labels
 from reinit_tune.config import INTRODUCED_AS, LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
+from reinit_tune.model.fingerprint import short as short_fingerprint
 
 # column -> value meaning "this trial does not use the feature"
 NEUTRAL = {
@@ -70,8 +71,8 @@ def _missing(value) -> bool:
 # A TrialConfig field stored in several columns (train_size: a count or a fraction).
 _COLUMNS_OF = {"train_size": ("train_size", "train_fraction")}
 # Row columns outside TrialConfig that still make two runs different experiments: the data
-# a run trained and was scored on.
-DATA_FIELDS = ("data_fingerprint",)
+# a run trained and was scored on, and the weights it started from.
+DATA_FIELDS = ("data_fingerprint", "model_fingerprint")
 # A null config field reads as what rows written before the field existed ran.
 _DEFAULTS = {**{f.name: f.default for f in dataclasses.fields(TrialConfig)}, **INTRODUCED_AS}
 
@@ -109,6 +110,40 @@ def _short_model(model: str) -> str:
     return str(model).rstrip("/").split("/")[-1]
 
 
+def model_names(models: Iterable[str]) -> dict[str, str]:
+    """Each model's label: its last path part, or as many trailing parts as tell it apart
+    from the others (``a/tiny`` and ``b/tiny``, not two "tiny")."""
+    parts = {m: str(m).rstrip("/").split("/") for m in models}
+    names = {}
+    for model, mine in parts.items():
+        n = 1
+        while n < len(mine) and any(other[-n:] == mine[-n:] for o, other in parts.items()
+                                    if o != model):
+            n += 1
+        names[model] = "/".join(mine[-n:])
+    return names
+
+
+def _fill_model_fingerprints(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before models were fingerprinted read as the fingerprint their model's
+    newer rows have, where those all have one: an older row is never a different model
+    for lack of a record. Where the model's rows hold several fingerprints, they stay
+    unrecorded (and apart)."""
+    if "model_fingerprint" not in rows or "model" not in rows \
+            or not rows["model_fingerprint"].isna().any():
+        return rows
+    known = rows.dropna(subset=["model_fingerprint"]).groupby("model")["model_fingerprint"]
+    single = known.unique()
+    single = {m: v[0] for m, v in single.items() if len(v) == 1}
+    if not single:
+        return rows
+    rows = rows.copy()
+    fill = rows["model"].map(single)
+    rows["model_fingerprint"] = rows["model_fingerprint"].astype(object).where(
+        rows["model_fingerprint"].notna(), fill)
+    return rows
+
+
 def _describe(field: str, value, row: dict) -> str:
     """A split value in the words a legend or title uses ("lr 5e-05", "10 epochs")."""
     words = {
@@ -129,6 +164,7 @@ def _describe(field: str, value, row: dict) -> str:
         "intermediate_task": lambda v: f"after {v}" if v else "direct",
         "probe_layer": lambda v: "finetuned" if v is None else f"probe of layer {v}",
         "data_fingerprint": lambda v: f"data {str(v)[:8]}" if v else "data unrecorded",
+        "model_fingerprint": lambda v: f"weights {short_fingerprint(v)}",
     }
     if field in words:
         return words[field](value)
@@ -153,7 +189,7 @@ def split(rows: pd.DataFrame, series: Iterable[str], x: Iterable[str] = ()) -> p
     Identical runs stored under two experiment names (reused rows) count once.
     ``attrs["split"]`` lists the split fields, ``attrs["per_series"]`` the others that vary.
     """
-    rows = rows.copy()
+    rows = _fill_model_fingerprints(rows.copy())
     series, x = list(series), set(x)
     if len(rows):
         # one run per configuration and seed: a reused row repeats its source's numbers
@@ -233,7 +269,10 @@ def _settings(rows: pd.DataFrame, fields: list[str], codes: dict) -> list[str]:
 
 
 def _labels(records: list[dict], fields: list[str]) -> list[str]:
-    return [", ".join(_describe(f, _value(r, f), r) for f in fields) for r in records]
+    names = model_names({r["model"] for r in records if not _missing(r.get("model"))}) \
+        if "model" in fields else {}
+    return [", ".join(names.get(r.get("model"), "") if f == "model" and names
+                      else _describe(f, _value(r, f), r) for f in fields) for r in records]
 
 
 def line_notes(rows: pd.DataFrame) -> pd.Series:
@@ -267,7 +306,7 @@ def split_note(fields: Iterable[str], per_series: Iterable[str] = ()) -> str:
 
 def models_of(rows: pd.DataFrame) -> str:
     """'model: NAME' (or 'models: A, B') for a figure's title."""
-    models = sorted({_short_model(m) for m in rows["model"].dropna()}) if "model" in rows \
+    models = sorted(model_names(set(rows["model"].dropna())).values()) if "model" in rows \
         else []
     if not models:
         return ""

@@ -40,6 +40,7 @@ from reinit_tune.sweep import signals
 from reinit_tune.sweep.options import (
     DATA_CHANGED,
     DEFAULT_CHECKPOINT_AFTER_S,
+    MODEL_CHANGED,
     Resources,
     RunOptions,
     SimilarityOptions,
@@ -151,6 +152,10 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                      help="when the store holds trials of this grid trained on other data "
                           "(their data fingerprint differs): stop before any trial, or rerun "
                           "those trials and replace their rows")
+    run.add_argument("--model-changed", choices=MODEL_CHANGED, default=_RUN.model_changed,
+                     help="when the store holds trials of this grid trained on other weights "
+                          "(the model folder was re-saved: its fingerprint differs): stop "
+                          "before any trial, or rerun those trials and replace their rows")
     run.add_argument("--results", default=str(_RUN.results_dir), help="results store folder")
     run.add_argument("--cpus-per-trial", type=float, default=_RUN.resources.cpus_per_trial,
                      help="CPUs per trial, also its torch threads")
@@ -287,6 +292,7 @@ def run_options(args: argparse.Namespace, family: Family | None = None) -> RunOp
         save_model=args.save_model, log_every=args.log_every, evaluate=args.evaluate,
         loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
         allow_subset=args.allow_subset, data_changed=args.data_changed,
+        model_changed=args.model_changed,
         pack_size=args.pack_size,
         seeds=seed_rule(args, family) if family is not None else None,
     )

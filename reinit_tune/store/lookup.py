@@ -30,16 +30,17 @@ def finished_ids(results_dir: str | os.PathLike) -> set[str]:
 
 
 def finished_data(results_dir: str | os.PathLike
-                  ) -> dict[str, tuple[str | None, str | None, int | None]]:
+                  ) -> dict[str, tuple[str | None, str | None, int | None, str | None]]:
     """Id of every trial stored "ok" (recomputed as ``finished_ids`` does) → its
-    (``data_fingerprint``, ``data_source``, ``train_examples``); None where the row predates
-    them. A trial whose epoch rows are unreadable is not finished (``finished_rows``)."""
+    (``data_fingerprint``, ``data_source``, ``train_examples``, ``model_fingerprint``); None
+    where the row predates them. A trial whose epoch rows are unreadable is not finished
+    (``finished_rows``)."""
     df = finished_rows(results_dir)
     known = {f.name for f in dataclasses.fields(TrialConfig)}
-    found: dict[str, tuple[str | None, str | None, int | None]] = {}
-    for stored_id, blob, fingerprint, source, examples in zip(
+    found: dict[str, tuple[str | None, str | None, int | None, str | None]] = {}
+    for stored_id, blob, fingerprint, source, examples, model in zip(
             df["trial_id"], df["config_json"], df["data_fingerprint"], df["data_source"],
-            df["train_examples"], strict=True):
+            df["train_examples"], df["model_fingerprint"], strict=True):
         try:
             data = json.loads(blob)
             trial_id = TrialConfig.from_dict({k: v for k, v in data.items()
@@ -48,7 +49,8 @@ def finished_data(results_dir: str | os.PathLike
             trial_id = stored_id
         found[trial_id] = (fingerprint if isinstance(fingerprint, str) else None,
                            source if isinstance(source, str) else None,
-                           None if pd.isna(examples) else int(examples))
+                           None if pd.isna(examples) else int(examples),
+                           model if isinstance(model, str) else None)
     return found
 
 
@@ -76,7 +78,7 @@ def finished_rows(results_dir: str | os.PathLike) -> pd.DataFrame:
         reading = pool.submit(read_table, root, EPOCH_TABLE, ["trial_id"], problems)
         df = load_trials(root, status="ok", columns=[
             "trial_id", "config_json", "data_fingerprint", "data_source", "epochs_completed",
-            "reused_from", "train_examples"])
+            "reused_from", "train_examples", "model_fingerprint"])
         epochs = reading.result()
     broken = problems.bad_files
     damaged = {p.stem for p in broken if not p.name.startswith(COMPACTED_PREFIX)}

@@ -101,7 +101,7 @@ _TRIAL_ORDER = (
     "train_examples_per_s", "device", "precision_used", "node_id", "hostname", "attempts",
     "resumed_from_epoch", "versions", "git_commit", "git_dirty", "finished_at",
     "majority_score", "chance_score", "reused_from", "data_subset", "data_fingerprint",
-    "data_source",
+    "data_source", "model_fingerprint",
 )
 _EPOCH_ORDER = (
     "trial_id", "experiment", "task", "epoch", "train_loss", "eval_loss", "metric", "score",

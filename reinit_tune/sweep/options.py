@@ -24,6 +24,8 @@ AUTO_PACK_SIZE = "auto"
 # What a rerun does with stored trials of its grid that were trained on other data (their
 # data fingerprint differs from the data found now): stop before any trial, or rerun them.
 DATA_CHANGED = ("stop", "rerun")
+# The same for stored trials whose model's weights changed (``--model-changed``).
+MODEL_CHANGED = DATA_CHANGED
 # When a trial scores its dev split: "final" after the last epoch only (what the figures of
 # most families read), "every-epoch" for per-epoch curves (003 App. D). Evaluation draws no
 # random numbers, so this changes no training number and is no part of a trial's id.
@@ -116,6 +118,9 @@ class RunOptions:
     # Stored "ok" trials of the grid whose data fingerprint differs from the data now: one of
     # DATA_CHANGED ("stop": pre-flight error; "rerun": train them again, replacing their rows).
     data_changed: str = "stop"
+    # Stored "ok" trials of the grid whose model fingerprint differs from the model's now
+    # (re-saved weights at the same path): one of MODEL_CHANGED ("stop" or "rerun").
+    model_changed: str = "stop"
     # Trials of one pack key trained as one fused pack (reinit_tune.training.pack): a count,
     # or AUTO_PACK_SIZE. It changes no number a trial stores beyond float rounding.
     pack_size: int | str = AUTO_PACK_SIZE

@@ -22,6 +22,7 @@ from reinit_tune import data, env, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.hardware import emulated_bf16_warning
+from reinit_tune.model.fingerprint import model_fingerprint, short
 from reinit_tune.model.shape import ModelShape, model_shape
 from reinit_tune.sweep import seeds
 from reinit_tune.sweep.options import RunOptions
@@ -96,6 +97,7 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
         done = {i for i in done if (results / "models" / i / "config.json").is_file()}
     equivalents = store.equivalent_ids(results)
     done -= data_changes(unique, done, stored, equivalents, options, results, data_dir)
+    done -= model_changes(unique, done, stored, equivalents, options, results)
     missing = [c for c in unique if c.trial_id not in done]
     reuse = {c.trial_id: equivalents[store.equivalence_key(c)] for c in missing
              if store.equivalence_key(c) in equivalents
@@ -137,7 +139,8 @@ def data_changes(configs: list[TrialConfig], done: set[str],
     for config in configs:
         ids = [config.trial_id, equivalents.get(store.equivalence_key(config))]
         for trial_id in dict.fromkeys(i for i in ids if i in done):
-            before, before_source, before_examples = stored.get(trial_id, (None, None, None))
+            before, before_source, before_examples = stored.get(trial_id,
+                                                                (None, None, None, None))[:3]
             if before is None:
                 now_examples = _trained_examples(config, data_dir, options.allow_subset)
                 if None not in (before_examples, now_examples) and \
@@ -172,6 +175,43 @@ def data_changes(configs: list[TrialConfig], done: set[str],
     lines.append("the stored results would mix two datasets: pass a new --results to keep "
                  "both, or --data-changed rerun to retrain those trials and replace their rows")
     raise InputError("cannot start the sweep: the data changed since these trials "
+                     "ran:\n  - " + "\n  - ".join(lines))
+
+
+def model_changes(configs: list[TrialConfig], done: set[str],
+                  stored: dict[str, tuple], equivalents: dict[str, str],
+                  options: RunOptions, results: Path) -> set[str]:
+    """Stored "ok" trials of ``configs`` (or the runs they would be copied from) whose model
+    fingerprint differs from the model's now (``reinit_tune.model.fingerprint``: re-saved
+    weights at the same path). Rows without a fingerprint (older versions) never differ.
+    With ``options.model_changed`` "stop" any such trial raises ``InputError`` naming both
+    fingerprints; with "rerun" their ids are returned, to run again."""
+    now: dict[str, str] = {}
+    changed: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+    for config in configs:
+        ids = [config.trial_id, equivalents.get(store.equivalence_key(config))]
+        for trial_id in dict.fromkeys(i for i in ids if i in done):
+            before = stored.get(trial_id, (None,) * 4)[3]
+            if before is None:
+                continue
+            if config.model not in now:
+                now[config.model] = model_fingerprint(config.model)
+            if now[config.model] != before:
+                changed[(config.model, before, now[config.model])].append(trial_id)
+    if not changed:
+        return set()
+    rerun = {i for ids in changed.values() for i in ids}
+    if options.model_changed == "rerun":
+        log.warning("%d stored trials were trained on other weights than %s holds now: "
+                    "--model-changed rerun runs them again and replaces their rows",
+                    len(rerun), ", ".join(sorted({m for m, _, _ in changed})))
+        return rerun
+    lines = [f"{model}: {len(ids)} trials in {results} were trained on weights with "
+             f"fingerprint {short(before)}, but the model now has {short(now_fp)} (re-saved or "
+             "replaced)" for (model, before, now_fp), ids in sorted(changed.items())]
+    lines.append("the stored results would mix two models: pass a new --results to keep "
+                 "both, or --model-changed rerun to retrain those trials and replace their rows")
+    raise InputError("cannot start the sweep: the model changed since these trials "
                      "ran:\n  - " + "\n  - ".join(lines))
 
 

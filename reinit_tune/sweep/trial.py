@@ -42,6 +42,7 @@ from reinit_tune import data, metrics, qa
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError, TrialDiverged
 from reinit_tune.model.build import build_model, load_pretrained
+from reinit_tune.model.fingerprint import model_fingerprint
 from reinit_tune.model.surgery import layer_stack
 from reinit_tune.outcome import EpochRecord, Status, TrialOutcome
 from reinit_tune.similarity.layers import (
@@ -124,8 +125,8 @@ def trial_data(config: TrialConfig, data_dir: str | None, allow_subset: bool
     """The seeded train subset and dev splits of ``config`` (``data.TrialData``, found once)
     and what every report of the trial records about its data: whether a subset file held
     fewer examples than the size asks (``data_subset``), the data's fingerprint and source,
-    and the scores of not learning on the primary dev split (``majority_score``,
-    ``chance_score``)."""
+    the model's fingerprint, and the scores of not learning on the primary dev split
+    (``majority_score``, ``chance_score``)."""
     found = data.TrialData.of(config, data_dir, allow_subset)
     train, devs = found.load(config.model, config.max_seq_length)
     fingerprint, source = found.identity()
@@ -133,7 +134,8 @@ def trial_data(config: TrialConfig, data_dir: str | None, allow_subset: bool
     # The intermediate phase trains at the trial's size too: a subset there counts alike.
     return train, devs, {"data_subset": found.short(train.num_examples),
                          "data_fingerprint": fingerprint, "data_source": source,
-                         "majority_score": majority, "chance_score": chance}
+                         "majority_score": majority, "chance_score": chance,
+                         "model_fingerprint": model_fingerprint(config.model)}
 
 
 def execute(
@@ -163,7 +165,8 @@ def execute(
     ``every_epoch=False`` scores the dev split after the last epoch only. ``allow_subset``
     trains on all of a subset train file where it holds fewer examples than the size asks
     of the official split (else ``data.SubsetError``); every report says whether it did
-    (``data_subset``) and which data the trial saw (``data_fingerprint``, ``data_source``).
+    (``data_subset``), which data the trial saw (``data_fingerprint``, ``data_source``) and
+    which weights (``model_fingerprint``).
     """
     start = time.perf_counter()
     train, devs, provenance = trial_data(config, data_dir, allow_subset)

@@ -28,7 +28,7 @@ COLUMNS = ("trial_id", "status", "experiment", "task", "train_size", "train_frac
            "train_examples", "seed", "score", "metric", "model", "num_layers", "lr",
            "batch_size", "epochs", "max_seq_length", "precision", "length_grouped",
            "init_scheme", "schedule", "warmup_ratio", "data_fingerprint", "data_subset",
-           "reused_from", *SURGERY_FIELDS)
+           "model_fingerprint", "reused_from", *SURGERY_FIELDS)
 
 
 @dataclass(frozen=True)

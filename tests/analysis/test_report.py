@@ -106,7 +106,7 @@ def test_report_from_a_real_sweep_then_with_every_family(ray_local, tiny_bert, g
 
 # -- a report is never a traceback --------------------------------------------------------
 def test_report_of_an_empty_store_says_so(tmp_path, capsys):
-    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "trials").mkdir(parents=True)  # a sweep started, nothing stored
     code, out = cli(capsys, "report", "--results", str(tmp_path / "results"))
     assert code == 0, out
     page = (tmp_path / "results" / "report" / "report.html").read_text()

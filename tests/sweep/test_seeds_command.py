@@ -16,6 +16,7 @@ import pytest
 
 from reinit_tune import families, store
 from reinit_tune.cli.sweep import configs_of, sweep_parser
+from reinit_tune.model.fingerprint import model_fingerprint
 from tests.helpers import REPO, kill_all, start_sweep, wait_for_rows
 
 pytestmark = pytest.mark.ray
@@ -97,6 +98,9 @@ def test_quiet_group_stops_at_min_seeds_and_noisy_one_grows_to_max(tiny_bert, tm
     assert "5 seeds" in sst2 and "stopped at --max-seeds" in sst2, report
     assert "a fixed --seeds 5 design runs 20" in report, report
     assert seeds_by_group(results) == EXPECTED
+    trained = store.load_trials(results, status="ok")
+    trained = trained[trained["seed"] >= 3]  # the planted rows predate fingerprints
+    assert set(trained["model_fingerprint"]) == {model_fingerprint(tiny_bert)}
 
     again = run(args, env)  # decided from the store alone: nothing left to train
     out = again.stdout + again.stderr
