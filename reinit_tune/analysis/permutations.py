@@ -118,7 +118,9 @@ def plot_permutations(trials: pd.DataFrame, out_dir: str | Path, name: str = "pe
 def permutation_correlations(trials: pd.DataFrame, experiment: str = "permutations"
                              ) -> pd.DataFrame:
     """003 Table 1: for every pair of tasks (and train size), the Spearman and Pearson
-    correlation of the scores of runs with the same layer order and seed; two-sided p."""
+    correlation of the scores of runs with the same layer order and seed; two-sided p. Pairs
+    of tasks without one such pair of runs are left out (a 10^5-row store of many settings
+    would otherwise list thousands of empty rows)."""
     perms = permutation_rows(trials, experiment)
     perms = perms[perms["role"] == PERMUTED]
     cols = ["task_a", "task_b", "size", "n", "spearman", "spearman_p", "pearson", "pearson_p"]
@@ -137,6 +139,8 @@ def permutation_correlations(trials: pd.DataFrame, experiment: str = "permutatio
         seen = group[tasks].notna().to_numpy()
         for (i, a), (j, b) in combinations(enumerate(tasks), 2):
             both = seen[:, i] & seen[:, j]
+            if not both.any():  # no run of one task shares its order and seed with the other
+                continue
             row = {"task_a": a, "task_b": b, "size": size, "n": int(both.sum())}
             if row["n"] >= 3:
                 paired = group.loc[both, [a, b]]

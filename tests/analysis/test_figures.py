@@ -258,3 +258,17 @@ def test_figures_say_what_is_missing(synth, tmp_path):
                  sequential.plot_sequential, variants.plot_variants):
         with pytest.raises(NoResultsError, match="no .* in the store"):
             plot(trials, tmp_path)
+
+
+def test_table_1_lists_only_pairs_of_tasks_with_shared_runs(tmp_path):
+    from reinit_tune.analysis.permutations import permutation_correlations
+
+    synth = SyntheticStore(tmp_path)
+    for seed in range(3):  # SST-2 and CoLA never share a layer order and seed
+        synth.add("permutations", "sst2", 0.8, seed=seed, layer_order=(1, 0, 2, 3, 4, 5))
+        synth.add("permutations", "cola", 0.3, seed=seed + 3, layer_order=(0, 2, 1, 3, 4, 5))
+    for seed in range(3):
+        synth.add("permutations", "qnli", 0.7 + 0.01 * seed, seed=seed,
+                  layer_order=(1, 0, 2, 3, 4, 5))
+    table = permutation_correlations(synth.load().trials)
+    assert [(r.task_a, r.task_b, r.n) for r in table.itertuples()] == [("sst2", "qnli", 3)]
