@@ -20,6 +20,7 @@ from reinit_tune.store.compaction import (
     MERGE_COMPACTED_AFTER,
     compact,
     compact_if_many,
+    finish_compactions,
     small_file_count,
 )
 from reinit_tune.store.files import COMPACTED_PREFIX, not_a_store, remove_partial_files
@@ -73,10 +74,11 @@ __all__ = [
     "EPOCH_SCHEMA", "MERGE_COMPACTED_AFTER", "PAIRS", "PAIR_SCHEMA", "PAYLOAD_COLUMNS",
     "SIMILARITY", "SIMILARITY_SCHEMA", "STEPS", "STEP_SCHEMA", "StoreCheck", "TABLES", "TRIALS",
     "TRIAL_SCHEMA", "Table", "WEIGHT_PROJECTIONS", "check_store", "compact", "compact_if_many",
-    "config_columns", "epoch_rows", "equivalence_key", "equivalent_ids", "finished_data",
-    "finished_ids", "load_epochs", "load_pairs", "load_similarity", "load_steps", "load_trials",
-    "malformed_rows", "not_a_store", "outcome_rows", "outcome_steps", "pair_ids", "pq",
-    "ran_on_subset", "remove_partial_files", "reuse_trial", "similarity_ids",
-    "small_file_count", "step_rows", "stored_rows", "stored_size", "trial_columns", "trial_row",
-    "unreadable_files", "write_pairs", "write_similarity", "write_steps", "write_trial",
+    "config_columns", "epoch_rows", "equivalence_key", "equivalent_ids", "finish_compactions",
+    "finished_data", "finished_ids", "load_epochs", "load_pairs", "load_similarity",
+    "load_steps", "load_trials", "malformed_rows", "not_a_store", "outcome_rows",
+    "outcome_steps", "pair_ids", "pq", "ran_on_subset", "remove_partial_files", "reuse_trial",
+    "similarity_ids", "small_file_count", "step_rows", "stored_rows", "stored_size",
+    "trial_columns", "trial_row", "unreadable_files", "write_pairs", "write_similarity",
+    "write_steps", "write_trial",
 ]

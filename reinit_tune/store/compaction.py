@@ -6,6 +6,7 @@ kill at any step loses no row and every reader sees each row once.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -48,6 +49,68 @@ def _identity(path: str) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+# A compaction's plan, written before its compacted file goes into place and removed once
+# its sources are gone: what ``finish_compactions`` completes after a kill.
+_MANIFEST = ".compaction-{stamp}.json"
+
+
+def _write_manifest(folder: Path, target: Path, sources: dict[str, tuple | None]) -> Path:
+    """Record that ``target`` (not yet in place) replaces ``sources`` (path -> identity)."""
+    manifest = folder / _MANIFEST.format(stamp=f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}")
+    tmp = folder / f"{manifest.name}.{uuid.uuid4().hex}.tmp"
+    tmp.write_text(json.dumps({"target": target.name, "sources": {
+        Path(f).name: list(i) for f, i in sources.items() if i is not None}}))
+    os.replace(tmp, manifest)
+    return manifest
+
+
+def _complete(folder: Path, manifest: Path) -> int:
+    """Carry out a manifest: where its compacted file is in place, delete the sources it
+    merged that are unchanged since (a source rewritten since is a later attempt: it stays
+    and wins); then the manifest goes. Returns the files deleted."""
+    try:
+        plan = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        manifest.unlink(missing_ok=True)
+        return 0
+    deleted = 0
+    if (folder / plan.get("target", "")).is_file():
+        for name, identity in plan.get("sources", {}).items():
+            path = str(folder / name)
+            if _identity(path) == tuple(identity):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                    deleted += 1
+    manifest.unlink(missing_ok=True)
+    return deleted
+
+
+def finish_compactions(results_dir: str | os.PathLike) -> int:
+    """Complete what a killed compaction left: the sources of every compacted file that went
+    into place are deleted (readers saw each row once meanwhile; plain SQL saw them twice),
+    and its temporary files go. Every command that writes the store calls this first.
+    Returns the files deleted; skipped (0) while another compaction runs."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        return 0
+    deleted = 0
+    with _compaction_lock(root) as locked:
+        if not locked:
+            return 0
+        for name in TABLES:
+            folder = root / name
+            if not folder.is_dir():
+                continue
+            for manifest in sorted(folder.glob(".compaction-*.json")):
+                deleted += _complete(folder, manifest)
+            # no compaction runs now (we hold the lock): its temporaries are stale
+            for tmp in (*folder.glob(f".{COMPACTED_PREFIX}*.tmp"),
+                        *folder.glob(".compaction-*.tmp")):
+                tmp.unlink(missing_ok=True)
+                deleted += 1
+    return deleted
+
+
 def small_file_count(results_dir: str | os.PathLike) -> int:
     """How many per-trial (not yet compacted) files the store's tables hold."""
     return sum(len(listing(Path(results_dir) / name)[0]) for name in TABLES)
@@ -66,8 +129,11 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
     1. note each file's identity (inode, size, mtime), then read it (bad files are left in
        place, still reported by ``check_store``: merging must never lose a row);
     2. write the compacted file under a hidden temporary name, fsync, rename it into place;
-    3. delete the merged per-trial files whose identity is unchanged (one rewritten since
-       step 1, a later attempt of its trial, stays and wins).
+    3. record in a hidden manifest which files the compacted one replaces, with their
+       identities; then delete the merged per-trial files whose identity is unchanged (one
+       rewritten since step 1, a later attempt of its trial, stays and wins), then the
+       manifest. A kill after the rename leaves the manifest: ``finish_compactions``, which
+       every command that writes the store runs first, completes the deletions.
 
     Readers resolve overlaps by key (``reader.read_table``): a per-trial file's rows win over
     compacted rows of the same trial, a newer compacted file over an older one. Between
@@ -86,6 +152,7 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
     """
     root = Path(results_dir)
     merged = dict.fromkeys(tables, 0)
+    finish_compactions(root)
     with _compaction_lock(root) as locked:
         if not locked:
             log.warning("another compaction of %s is running: skipped", root)
@@ -118,11 +185,9 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
                 table = table.select(schema.names).cast(schema).sort_by([(key, "ascending")])
                 path = root / name / (f"{COMPACTED_PREFIX}{stamp:020d}-"
                                       f"{uuid.uuid4().hex[:8]}.parquet")
+                manifest = _write_manifest(root / name, path, {f: before[f] for f in done})
                 _write_compacted(table, path)
-                for f in done:
-                    if _identity(f) == before[f]:
-                        with contextlib.suppress(FileNotFoundError):
-                            os.unlink(f)
+                _complete(root / name, manifest)
                 merged[name] += len(done)
             _merge_compacted(con, root, name)
     return merged
@@ -171,10 +236,10 @@ def _merge_compacted(con, root: Path, name: str) -> int:
         return 0
     table = first_wins(parts, key).select(schema.names).cast(schema)
     path = root / name / f"{COMPACTED_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    manifest = _write_manifest(root / name, path,
+                               {compacted[i]: _identity(compacted[i]) for i in run})
     _write_compacted(table, path)
-    for i in run:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(compacted[i])
+    _complete(root / name, manifest)
     log.info("merged %d compacted %s files of %s into %s", len(run), name, root, path.name)
     return len(run)
 

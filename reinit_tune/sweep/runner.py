@@ -16,8 +16,10 @@ SIGKILL loses only the trials it was running.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TextIO
 
+from reinit_tune import store
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.sweep import cost, environment, preflight
@@ -71,6 +73,8 @@ class Sweep:
         """Plan, print the grid, and run what the store lacks (or, with ``dry_run``, print
         the estimated cost and run nothing; ``calibrate`` measures the per-token cost on this
         device first). Returns the counts of what happened."""
+        if not dry_run:  # a compaction a killed command left is completed before anything
+            store.finish_compactions(Path(self.options.results_dir).expanduser())
         plan = planning.make_plan(self.configs, self.options, self.shapes)
         if plan.todo and (calibrate or not dry_run):
             preflight.check_local_gpus(plan.options.resources.gpus_per_trial,

@@ -210,3 +210,53 @@ def test_a_sweep_compacts_a_large_store_and_resumes_and_reuses_from_it(
     trials = store.load_trials(tmp_path)
     assert len(trials) == 2 and trials["reused_from"].notna().sum() == 1
     assert len(store.load_epochs(tmp_path)) == 2
+
+
+def test_an_interrupted_compaction_is_finished_by_the_next_command_that_writes(
+        tmp_path, monkeypatch, capsys, glue_dir):
+    """Killed after its compacted file went into place: the sources stay beside it (plain
+    SQL counts each trial twice) until the next command that writes the store (a sweep with
+    nothing left to train, ``store compact``) deletes them, and its temporaries."""
+    from tests.helpers import cli, save_tiny_model
+
+    class Killed(BaseException):
+        pass
+
+    model = save_tiny_model(tmp_path / "tiny", "bert", layers=4)
+    results = tmp_path / "results"
+    argv = ["sweep", "progressive", "--model", str(model), "--tasks", "rte", "--sizes", "100",
+            "--seeds", "3", "--epochs", "2", "--k", "4", "--precision", "fp32",
+            "--results", str(results)]
+    from reinit_tune.cli.sweep import configs_of, sweep_parser
+    from reinit_tune.families import get
+
+    family = get("progressive")
+    for config in configs_of(sweep_parser(family).parse_args(argv[2:]), family):
+        from tests.store.conftest import _write
+        _write(results, config)
+    real_unlink = os.unlink
+
+    def killed(path):
+        raise Killed
+
+    monkeypatch.setattr(os, "unlink", killed)
+    with pytest.raises(Killed):
+        store.compact(results)
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    files = f"'{results}/trials/*.parquet'"
+    [(twice,)] = duckdb.sql(f"SELECT count(*) FROM {files}").fetchall()
+    assert twice == 6 and store.small_file_count(results) == 6
+    stale = results / "trials" / f".{store.COMPACTED_PREFIX}0-x.parquet.abc.tmp"
+    stale.write_bytes(b"half a file")
+
+    code, out = cli(capsys, *argv)  # everything is stored: nothing trains
+    assert code == 0 and "0 ran ok" in out and "3 already in the store" in out, out
+    [(once,)] = duckdb.sql(f"SELECT count(*) FROM {files}").fetchall()
+    per_trial = [p for p in (results / "trials").glob("*.parquet")
+                 if not p.name.startswith(store.COMPACTED_PREFIX)]
+    assert once == 3 and per_trial == []  # (the epochs table was never compacted)
+    assert not stale.exists()
+    assert not list((results / "trials").glob(".*"))  # no manifest, no temporary left
+    stale.write_bytes(b"half a file")
+    code, out = cli(capsys, "store", "compact", "--results", str(results))
+    assert code == 0 and not stale.exists()
