@@ -169,7 +169,12 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                           "and sequential trials run unpacked (so do QA trials and runs with "
                           "--similarity or --save-model)")
     run.add_argument("--max-failures", type=int, default=_RUN.max_failures,
-                     help="retries of a failing trial (a killed worker, a preempted node)")
+                     help="retries of a failing trial (a killed worker, a preempted node, a "
+                          "stalled trial)")
+    run.add_argument("--trial-timeout", type=float, default=None, metavar="SECONDS",
+                     help="end a trial that reports no progress (its start, an epoch) for "
+                          "this long as stalled, and retry it; 0: no limit (default: 5x its "
+                          "estimated epoch, at least 600 s)")
     run.add_argument("--storage", default=None,
                      help="Tune storage_path for checkpoints and Tune logs: a folder, an NFS "
                           "path or s3://bucket/prefix reachable from every node (default: "
@@ -282,6 +287,9 @@ def run_options(args: argparse.Namespace, family: Family | None = None) -> RunOp
     if args.similarity_examples is not None and args.similarity_examples < 1:
         raise InputError(f"--similarity-examples: must be a positive count, got "
                          f"{args.similarity_examples}")
+    if args.trial_timeout is not None and not args.trial_timeout >= 0:
+        raise InputError(f"--trial-timeout: give seconds (0: no limit), got "
+                         f"{args.trial_timeout:g}")
     if args.similarity or args.layer_replacement:
         similarity = SimilarityOptions(args.similarity_examples, args.layer_replacement)
     return RunOptions(
@@ -292,7 +300,7 @@ def run_options(args: argparse.Namespace, family: Family | None = None) -> RunOp
         save_model=args.save_model, log_every=args.log_every, evaluate=args.evaluate,
         loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
         allow_subset=args.allow_subset, data_changed=args.data_changed,
-        model_changed=args.model_changed,
+        model_changed=args.model_changed, trial_timeout=args.trial_timeout,
         pack_size=args.pack_size,
         seeds=seed_rule(args, family) if family is not None else None,
     )

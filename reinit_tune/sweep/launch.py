@@ -26,7 +26,7 @@ from ray import tune
 from reinit_tune import sanity, store
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
-from reinit_tune.sweep import claims, cluster, cost, loggers, memory, preflight, seeds
+from reinit_tune.sweep import claims, cluster, cost, loggers, memory, preflight, seeds, stalls
 from reinit_tune.sweep.packs import pack_note, plan_packs, resolve_pack_size, run_pack
 from reinit_tune.sweep.plan import Plan
 from reinit_tune.sweep.progress import Progress, axes
@@ -137,9 +137,9 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
         memory.resources(options.resources.cpus_per_trial, options.resources.gpus_per_trial,
                          needs),
     ), "ReinitTuneTrial" if pack_size == 1 else "ReinitTunePack")
-    progress = None if options.verbose else Progress(trial_axes, cost.trial_estimates(
-        list(todo.values()), plan.shapes, plan.data_dir,
-        every_epoch=options.evaluate == "every-epoch"), out=out)
+    estimates = cost.trial_estimates(list(todo.values()), plan.shapes, plan.data_dir,
+                                     every_epoch=options.evaluate == "every-epoch")
+    progress = None if options.verbose else Progress(trial_axes, estimates, out=out)
     writer = StoreWriter(plan.results_dir, todo, summary, num_layers, progress=progress,
                          source=source_version(),
                          packs={pid: [c.trial_id for c in members]
@@ -217,9 +217,15 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
 
     heartbeat = claims.Heartbeat(claim_context)
     watch = cluster.HeadWatch(head_lost)
+    writer.watchdog = stalls.Watchdog(stalls.limits(
+        {pid: max(c.epochs for c in members) for pid, members in packs.items()},
+        {pid: sum(estimates[c.trial_id] for c in members) for pid, members in packs.items()
+         if all(c.trial_id in estimates for c in members)},
+        options.trial_timeout), stalls.kill_trial)
     try:
         fit_in_chunks(tuner, packs, list(grid), size, writer, summary, options.max_failures)
     finally:
+        writer.watchdog.stop()
         watch.stop()
         heartbeat.stop()
     summary.wall_time_s = time.perf_counter() - start

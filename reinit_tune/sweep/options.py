@@ -128,6 +128,10 @@ class RunOptions:
     # and a group gets its next seed only while a paired contrast is wider than
     # ``seeds.target_ci`` (reinit_tune.sweep.seeds). None: every seed of the grid runs.
     seeds: SeedRule | None = None
+    # Seconds a trial may go without progress (its start, an epoch) before it is ended as
+    # stalled and retried (reinit_tune.sweep.stalls); None: derived from its cost estimate;
+    # 0: no limit.
+    trial_timeout: float | None = None
 
     def runtime(self, data_dir: str | None, results_dir: Path) -> TrialRuntime:
         """The trials' share of these options, with folders already resolved."""

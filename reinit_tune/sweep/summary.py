@@ -23,6 +23,7 @@ class SweepSummary:
     ok: int = 0
     reused: int = 0  # copied from a stored run of the same config under another family
     retries: int = 0
+    stalled: int = 0  # attempts ended for making no progress within their limit
     wall_time_s: float = 0.0
     examples_per_s: list[float] = field(default_factory=list)
     dry_run: bool = False
@@ -81,7 +82,9 @@ class SweepSummary:
             (f"{self.not_needed} not needed (seeds on demand closed their groups), "
              if self.seeds is not None else "") +
             f"{self.not_finished} not finished; "
-            f"{self.retries} retries; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
+            f"{self.retries} retries"
+            + (f" ({self.stalled} after a stall)" if self.stalled else "") +
+            f"; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
             f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
             f"(reinit_tune.store.load_trials('{self.results_dir}'))"
             f"{failures}{stopped}{others}{rerun}"

@@ -19,6 +19,7 @@ from reinit_tune.outcome import Status, TrialOutcome
 from reinit_tune.sweep import claims, memory
 from reinit_tune.sweep.progress import Progress
 from reinit_tune.sweep.searcher import trial_id_of, tune_trial_name
+from reinit_tune.sweep.stalls import Watchdog, stalled_text
 from reinit_tune.sweep.summary import SweepSummary
 
 log = logging.getLogger("reinit_tune")
@@ -60,17 +61,23 @@ class StoreWriter(tune.Callback):
         # told of each trial once stored (its status, and its score when ok) or left to
         # another driver (status None): what seeds on demand decides on
         self.on_stored: Callable[[str, str | None, float | None], None] | None = None
+        # ends trials that make no progress within their limit (reinit_tune.sweep.stalls)
+        self.watchdog: Watchdog | None = None
 
     def members(self, trial) -> list[str]:
         """Our trial ids of what a Tune trial runs: a pack's members, else the trial."""
         return self.packs.get(trial_id_of(trial)) or [trial_id_of(trial)]
 
     def on_trial_start(self, iteration, trials, trial, **info):
+        if self.watchdog is not None:
+            self.watchdog.progressed(trial, trial_id_of(trial))
         if self.progress is not None:
             for trial_id in self.members(trial):
                 self.progress.trial_started(trial_id)
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
+        if self.watchdog is not None:
+            self.watchdog.progressed(trial, trial_id_of(trial))
         outcome = TrialOutcome.from_report(result["outcome"])  # a pack's: one member's
         key = outcome.trial_id
         if outcome.status in (Status.FAILED, Status.DIVERGED):
@@ -85,6 +92,9 @@ class StoreWriter(tune.Callback):
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.summary.retries += 1
+        if self.watchdog is not None and trial.trial_id in self.watchdog.ended:
+            self.summary.stalled += 1
+            return  # the watchdog said why; Tune's error is only its kill
         # one line instead of Tune's traceback (TUNE_PRINT_ALL_TRIAL_ERRORS=0: ``environment``)
         log.warning("trial %s failed on its worker (%s); Tune runs it again (retry %d of "
                     "--max-failures)", tune_trial_name(trial),
@@ -142,6 +152,8 @@ class StoreWriter(tune.Callback):
                          "others would too. Fix what it says and rerun the same command")
 
     def on_trial_complete(self, iteration, trials, trial, **info):
+        if self.watchdog is not None:
+            self.watchdog.finished(trial)
         attempts = trial.num_failures + 1  # every failed attempt was retried; this one ended
         for trial_id in self.members(trial):
             self._complete(trial, trial_id, attempts)
@@ -181,11 +193,17 @@ class StoreWriter(tune.Callback):
         # Tune counted this failure already: every attempt failed. A pack member that
         # another driver holds, or that reported its own failure (it diverged), keeps that
         # outcome: writing Tune's error over it could replace another driver's ok row.
+        error = _error_text(trial)
+        if self.watchdog is not None:
+            self.watchdog.finished(trial)
+            if (limit := self.watchdog.ended.get(trial.trial_id)) is not None:
+                self.summary.stalled += 1
+                error = stalled_text(limit)
         for trial_id in self.members(trial):
             if trial_id in self.skips or trial_id in self.failures:
                 self._complete(trial, trial_id, trial.num_failures)
             else:
-                self._write(trial, TrialOutcome(trial_id, Status.FAILED, error=_error_text(trial)),
+                self._write(trial, TrialOutcome(trial_id, Status.FAILED, error=error),
                             trial.num_failures)
 
 

@@ -1,0 +1,121 @@
+"""Stalled trials: a trial that reports no progress for longer than its limit is ended, so a
+wedged GPU, a hung file system or a deadlocked data loader never holds a sweep forever.
+
+A trial's progress is its start and each epoch it reports. Its limit is ``--trial-timeout``
+where given (0: no limit), else derived from the cost model's estimate of the trial:
+``EPOCH_FACTOR`` times its estimated epoch plus its estimated setup, at least ``FLOOR_S``
+(``UNKNOWN_S`` where the cost model has no estimate). A ``Watchdog`` thread on the driver
+checks the running trials every second and kills the actor of a stalled one
+(``ray.kill``): Tune sees a lost worker and retries the trial like one lost with its node
+(``--max-failures``); one whose attempts all stall is stored as an error "stalled: no
+progress for N s". The store writer (``reinit_tune.sweep.writer``) feeds the watchdog and
+reads what it ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+log = logging.getLogger("reinit_tune")
+
+FLOOR_S = 600.0  # never less: model loading, data encoding and a slow node's first epoch
+EPOCH_FACTOR = 5.0  # times the estimated epoch: far above any trial's ordinary spread
+UNKNOWN_S = 3600.0  # a trial the cost model cannot estimate (a model shape it has no table for)
+
+
+def limits(epochs: Mapping[str, int], estimates: Mapping[str, float],
+           override: float | None) -> dict[str, float | None]:
+    """The limit of each Tune trial (``epochs``: its epochs; ``estimates``: the cost model's
+    seconds for the whole trial, where known): ``override`` for all where given (None for 0,
+    no limit), else derived as the module docstring says."""
+    if override is not None:
+        return dict.fromkeys(epochs, override if override > 0 else None)
+    out: dict[str, float | None] = {}
+    for pid, n in epochs.items():
+        total = estimates.get(pid)
+        out[pid] = UNKNOWN_S if total is None else max(
+            FLOOR_S, EPOCH_FACTOR * total / max(n, 1))
+    return out
+
+
+def stalled_text(seconds: float) -> str:
+    """The error a trial whose every attempt stalled is stored with."""
+    return (f"stalled: no progress for {seconds:.0f} s (its limit; --trial-timeout sets it, "
+            "0 turns it off)")
+
+
+class Watchdog:
+    """Ends Tune trials that make no progress within their limit (see the module doc).
+
+    ``limits`` maps our Tune trial ids (``searcher.trial_id_of``) to seconds (None: none);
+    ``kill(trial)`` ends a Tune trial's worker. ``ended`` maps a Tune trial's own id to the
+    limit it overran, for the writer's message."""
+
+    def __init__(self, limits: Mapping[str, float | None], kill: Callable[[object], None],
+                 interval: float = 1.0):
+        self.limits = dict(limits)
+        self.kill = kill
+        self.interval = interval
+        self.ended: dict[str, float] = {}
+        self._running: dict[str, tuple[object, str, float]] = {}  # tune id -> (trial, pid, t)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stall-watchdog", daemon=True)
+        self._thread.start()
+
+    def __getstate__(self) -> dict:
+        # Tune pickles its callbacks (the store writer holds this) with the experiment
+        # state: a restored copy keeps the limits and watches nothing
+        return {"limits": self.limits, "ended": dict(self.ended), "interval": self.interval}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.kill = lambda trial: None
+        self._running = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+
+    def progressed(self, trial, pid: str) -> None:
+        """``trial`` (our id ``pid``) started or reported an epoch: its clock restarts."""
+        with self._lock:
+            self._running[trial.trial_id] = (trial, pid, time.monotonic())
+            self.ended.pop(trial.trial_id, None)  # a new attempt, or it moves again
+
+    def finished(self, trial) -> None:
+        with self._lock:
+            self._running.pop(trial.trial_id, None)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            now = time.monotonic()
+            with self._lock:
+                over = [(trial, limit) for trial, pid, since in self._running.values()
+                        if (limit := self.limits.get(pid)) is not None and now - since > limit]
+                for trial, _ in over:
+                    self._running.pop(trial.trial_id, None)
+            for trial, limit in over:
+                self.ended[trial.trial_id] = limit
+                log.warning("trial %s made no progress for %.0f s: ended (a stalled worker); "
+                            "it runs again up to --max-failures times", trial, limit)
+                try:
+                    self.kill(trial)
+                except Exception as e:  # already gone: Tune sees that by itself
+                    log.debug("could not end stalled trial %s: %s", trial, e)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def kill_trial(trial) -> None:
+    """End a Tune trial's worker (``ray.kill``): Tune handles it as a lost worker."""
+    import ray
+
+    actor = trial.temporary_state.ray_actor
+    if actor is not None:
+        ray.kill(actor, no_restart=True)
