@@ -422,6 +422,11 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
     page.write_text(render(built, data, results.resolve(), unreadable, only, malformed, rows))
     for path in unreadable:
         print(f"warning: skipped unreadable results file {path}", file=sys.stderr)
+    for path, why in store.damaged_files(results).items():
+        held = store.trials_in(path)
+        print(f"warning: {'some' if held is None else len(held)} trials in damaged results "
+              f"file {path} may read wrong ({why}); `reinit-tune store check` lists it",
+              file=sys.stderr)
     if malformed:
         print(f"warning: skipped {len(malformed)} malformed trial rows (reinit-tune store "
               "check lists them)", file=sys.stderr)

@@ -156,6 +156,10 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                      help="when the store holds trials of this grid trained on other weights "
                           "(the model folder was re-saved: its fingerprint differs): stop "
                           "before any trial, or rerun those trials and replace their rows")
+    run.add_argument("--rerun-damaged", action="store_true", default=_RUN.rerun_damaged,
+                     help="where the store's trial or epoch files fail their checksums, move "
+                          "them to RESULTS/damaged/ and train their trials again (default: "
+                          "stop before any trial, naming them)")
     run.add_argument("--results", default=str(_RUN.results_dir), help="results store folder")
     run.add_argument("--cpus-per-trial", type=float, default=_RUN.resources.cpus_per_trial,
                      help="CPUs per trial, also its torch threads")
@@ -301,6 +305,7 @@ def run_options(args: argparse.Namespace, family: Family | None = None) -> RunOp
         loggers=tuple(dict.fromkeys(args.loggers)), verbose=args.verbose,
         allow_subset=args.allow_subset, data_changed=args.data_changed,
         model_changed=args.model_changed, trial_timeout=args.trial_timeout,
+        rerun_damaged=args.rerun_damaged,
         pack_size=args.pack_size,
         seeds=seed_rule(args, family) if family is not None else None,
     )

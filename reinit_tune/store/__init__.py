@@ -23,7 +23,15 @@ from reinit_tune.store.compaction import (
     finish_compactions,
     small_file_count,
 )
-from reinit_tune.store.files import COMPACTED_PREFIX, not_a_store, remove_partial_files
+from reinit_tune.store.files import (
+    COMPACTED_PREFIX,
+    DAMAGED,
+    damaged_files,
+    not_a_store,
+    remove_partial_files,
+    set_aside,
+    trials_in,
+)
 from reinit_tune.store.lookup import finished_data, finished_ids, stored_rows
 from reinit_tune.store.reader import CLOCK_SKEW_S
 from reinit_tune.store.reuse import equivalence_key, equivalent_ids, reuse_trial
@@ -70,15 +78,15 @@ from reinit_tune.store.tables import (
 )
 
 __all__ = [
-    "CLOCK_SKEW_S", "COMPACTED_PREFIX", "COMPACT_AFTER_FILES", "CONFIG_FIELDS", "EPOCHS",
-    "EPOCH_SCHEMA", "MERGE_COMPACTED_AFTER", "PAIRS", "PAIR_SCHEMA", "PAYLOAD_COLUMNS",
-    "SIMILARITY", "SIMILARITY_SCHEMA", "STEPS", "STEP_SCHEMA", "StoreCheck", "TABLES", "TRIALS",
-    "TRIAL_SCHEMA", "Table", "WEIGHT_PROJECTIONS", "check_store", "compact", "compact_if_many",
-    "config_columns", "epoch_rows", "equivalence_key", "equivalent_ids", "finish_compactions",
-    "finished_data", "finished_ids", "load_epochs", "load_pairs", "load_similarity",
-    "load_steps", "load_trials", "malformed_rows", "not_a_store", "outcome_rows",
-    "outcome_steps", "pair_ids", "pq", "ran_on_subset", "remove_partial_files", "reuse_trial",
-    "similarity_ids", "small_file_count", "step_rows", "stored_rows", "stored_size",
-    "trial_columns", "trial_row", "unreadable_files", "write_pairs", "write_similarity",
-    "write_steps", "write_trial",
+    "CLOCK_SKEW_S", "COMPACTED_PREFIX", "COMPACT_AFTER_FILES", "CONFIG_FIELDS", "DAMAGED",
+    "EPOCHS", "EPOCH_SCHEMA", "MERGE_COMPACTED_AFTER", "PAIRS", "PAIR_SCHEMA",
+    "PAYLOAD_COLUMNS", "SIMILARITY", "SIMILARITY_SCHEMA", "STEPS", "STEP_SCHEMA", "StoreCheck",
+    "TABLES", "TRIALS", "TRIAL_SCHEMA", "Table", "WEIGHT_PROJECTIONS", "check_store", "compact",
+    "compact_if_many", "config_columns", "damaged_files", "epoch_rows", "equivalence_key",
+    "equivalent_ids", "finish_compactions", "finished_data", "finished_ids", "load_epochs",
+    "load_pairs", "load_similarity", "load_steps", "load_trials", "malformed_rows",
+    "not_a_store", "outcome_rows", "outcome_steps", "pair_ids", "pq", "ran_on_subset",
+    "remove_partial_files", "reuse_trial", "set_aside", "similarity_ids", "small_file_count",
+    "step_rows", "stored_rows", "stored_size", "trial_columns", "trial_row", "trials_in",
+    "unreadable_files", "write_pairs", "write_similarity", "write_steps", "write_trial",
 ]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from reinit_tune.store.files import Vanished, listing
+from reinit_tune.store.files import Vanished, damaged_files, listing
 from reinit_tune.store.lookup import finished_rows
 from reinit_tune.store.reader import Problems, connect, read_table, schema_groups, usable
 from reinit_tune.store.tables import TABLES, TRIAL_TABLE, load_trials
@@ -28,21 +28,36 @@ class StoreCheck:
     malformed: list[tuple[Path, str, str]]
     lost_epochs: list[str]
     files: dict[str, tuple[int, int]]
+    # files whose page checksums fail (a flipped byte): path -> why
+    damaged: dict[Path, str] = dataclasses.field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
-        return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs)
+        return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs
+                    or self.damaged)
 
     def __str__(self) -> str:
-        lines = [f"{name}: {small} per-trial files, {compacted} compacted"
-                 for name, (small, compacted) in self.files.items() if small or compacted]
+        lines = [f"damaged file (its checksums fail: values in it may read wrong; `reinit-tune "
+                 f"sweep ... --rerun-damaged` moves it aside and trains its trials again): {p} "
+                 f"({why})" for p, why in self.damaged.items()]
+        lines += [f"{name}: {small} per-trial files, {compacted} compacted"
+                  for name, (small, compacted) in self.files.items() if small or compacted]
         lines += [f"unreadable file (delete or restore it): {p}" for p in self.unreadable]
         lines += [f"not a reinit-tune file (move it elsewhere): {p}" for p in self.foreign]
-        lines += [f"malformed row {key} in {p}: {why}" for p, key, why in self.malformed]
-        lines += [f"trial {t} is stored ok but its epoch rows are unreadable: the next sweep "
-                  "runs it again" for t in self.lost_epochs]
+        lines += _few([f"malformed row {key} in {p}: {why}" for p, key, why in self.malformed],
+                      "malformed rows")
+        lines += _few([f"trial {t} is stored ok but its epoch rows are unreadable: the next "
+                       "sweep runs it again" for t in self.lost_epochs],
+                      "trials whose epoch rows are unreadable")
         lines.append("store is clean" if self.clean else "store has problems (above)")
         return "\n".join(lines)
+
+
+def _few(lines: list[str], what: str, shown: int = 5) -> list[str]:
+    """At most ``shown`` of ``lines`` and a count of the rest: one fault, not a page each."""
+    if len(lines) <= shown:
+        return lines
+    return [*lines[:shown], f"... and {len(lines) - shown} more {what}"]
 
 
 def check_store(results_dir: str | os.PathLike) -> StoreCheck:
@@ -57,7 +72,7 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
     ok = set(load_trials(root, status="ok", columns=["trial_id"])["trial_id"])
     finished = set(finished_rows(root)["trial_id"])
     return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
-                      sorted(ok - finished), files)
+                      sorted(ok - finished), files, damaged_files(root))
 
 
 def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:

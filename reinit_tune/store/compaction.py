@@ -248,7 +248,7 @@ def _write_compacted(table: pa.Table, path: Path) -> None:
     # Durable before the per-trial files go: fsync the file, rename, fsync the folder.
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
-        pq.write_table(table, tmp, row_group_size=100_000)
+        pq.write_table(table, tmp, row_group_size=100_000, write_page_checksum=True)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -10,6 +10,7 @@ and DuckDB's ``'*.parquet'`` glob ignore dot files) and ``remove_partial_files``
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -84,10 +85,68 @@ def write_atomic(table: pa.Table, path: Path) -> None:
     # DuckDB's '*.parquet' glob; os.replace is atomic within one filesystem.
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
     try:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, write_page_checksum=True)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+# Where a damaged file is moved (``set_aside``): out of every reader's way, never deleted.
+DAMAGED = "damaged"
+
+
+@functools.lru_cache(maxsize=65536)
+def _verified(path: str, size: int, mtime_ns: int) -> str | None:
+    try:
+        parquet = pq.ParquetFile(path, page_checksum_verification=True)
+    except (OSError, pa.ArrowException):
+        return None  # no Parquet footer: an unreadable file, which every reader names
+    try:
+        parquet.read()
+    except (OSError, pa.ArrowException) as e:
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    return None
+
+
+def damaged(path: str | os.PathLike) -> str | None:
+    """Why a store file whose footer reads fails to read whole with its page checksums
+    verified (files written since checksums carry them; a flipped byte in a data page is
+    found), or None. Checked once per file version; a file without a readable footer is
+    the readers' "unreadable" one, not this."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return _verified(str(path), st.st_size, st.st_mtime_ns)
+
+
+def damaged_files(results_dir: str | os.PathLike,
+                  tables: tuple[str, ...] = (TRIALS, EPOCHS, SIMILARITY, STEPS, PAIRS)
+                  ) -> dict[Path, str]:
+    """The store's damaged files (``damaged``) and why."""
+    found = {}
+    for name in tables:
+        small, compacted = listing(Path(results_dir) / name)
+        for f in (*small, *compacted):
+            if (why := damaged(f)) is not None:
+                found[Path(f)] = why
+    return found
+
+
+def trials_in(path: str | os.PathLike, key: str = "trial_id") -> list[str] | None:
+    """The keys a (possibly damaged) file holds, where its key column still reads."""
+    try:
+        return sorted(set(pq.read_table(path, columns=[key])[key].to_pylist()))
+    except (OSError, pa.ArrowException, KeyError):
+        return None
+
+
+def set_aside(results_dir: str | os.PathLike, path: Path) -> Path:
+    """Move a damaged file to ``RESULTS/damaged/<table>/``, where no reader looks."""
+    target = Path(results_dir) / DAMAGED / path.parent.name / path.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(path, target)
+    return target
 
 
 def remove_partial_files(results_dir: str | os.PathLike, older_than_s: float = 3600) -> int:

@@ -121,6 +121,9 @@ class RunOptions:
     # Stored "ok" trials of the grid whose model fingerprint differs from the model's now
     # (re-saved weights at the same path): one of MODEL_CHANGED ("stop" or "rerun").
     model_changed: str = "stop"
+    # Trial or epoch files that fail their checksums: False stops the sweep before any trial
+    # naming them; True moves them to RESULTS/damaged/ and trains their trials again.
+    rerun_damaged: bool = False
     # Trials of one pack key trained as one fused pack (reinit_tune.training.pack): a count,
     # or AUTO_PACK_SIZE. It changes no number a trial stores beyond float rounding.
     pack_size: int | str = AUTO_PACK_SIZE

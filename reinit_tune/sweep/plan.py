@@ -89,6 +89,7 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
         warning = emulated_bf16_warning(precision, options.resources.gpus_per_trial > 0)
         if warning:
             log.warning("%s", warning)
+    check_damaged(results, options.rerun_damaged)
     stored = store.finished_data(results)
     done = set(stored)
     if options.similarity is not None:
@@ -176,6 +177,31 @@ def data_changes(configs: list[TrialConfig], done: set[str],
                  "both, or --data-changed rerun to retrain those trials and replace their rows")
     raise InputError("cannot start the sweep: the data changed since these trials "
                      "ran:\n  - " + "\n  - ".join(lines))
+
+
+def check_damaged(results: Path, rerun: bool) -> None:
+    """Stop before any trial where the store's trial or epoch files fail their checksums
+    (their values may read wrong, or not at all, and their trials would silently train
+    again), naming each file and the trials it held; with ``rerun`` (``--rerun-damaged``)
+    move them to ``RESULTS/damaged/`` instead, so their trials train again."""
+    found = store.damaged_files(results, (store.TRIALS, store.EPOCHS))
+    if not found:
+        return
+    lines = []
+    for path, why in sorted(found.items()):
+        held = store.trials_in(path)
+        count = "trials unknown" if held is None else f"{len(held)} trials"
+        if rerun:
+            moved = store.set_aside(results, path)
+            log.warning("damaged results file %s (%s, %s) moved to %s; its trials train "
+                        "again", path, count, why, moved)
+        lines.append(f"{path} ({count}): {why}")
+    if not rerun:
+        raise InputError(
+            "cannot start the sweep: damaged results files (their checksums fail):\n  - "
+            + "\n  - ".join(lines) + "\n  - restore them from a backup, or pass "
+            "--rerun-damaged to move them to " + str(results / store.DAMAGED)
+            + "/ (never deleted) and train their trials again")
 
 
 def model_changes(configs: list[TrialConfig], done: set[str],

@@ -37,3 +37,56 @@ def test_the_store_command_checks_and_compacts(tmp_path, capsys, write, fill):
     assert "trials: 1 per-trial files, 1 compacted" in out
     code, out = cli(capsys, "store", "check", "--results", str(tmp_path / "missing"))
     assert code == 2
+
+
+def flip_a_byte(path, column: str) -> None:
+    """Flip one byte inside ``column``'s data page, as a disk fault would."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    index = meta.schema.names.index(column)
+    chunk = meta.row_group(0).column(index)
+    at = chunk.data_page_offset + chunk.total_compressed_size - 2
+    data = bytearray(path.read_bytes())
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_a_flipped_byte_is_found_named_and_never_retrained_silently(tmp_path, capsys,
+                                                                    glue_dir):
+    from reinit_tune.outcome import EpochRecord, TrialOutcome
+    from tests.helpers import cli, save_tiny_model
+
+    model = save_tiny_model(tmp_path / "tiny", "bert", layers=4)
+    results = tmp_path / "results"
+    argv = ["sweep", "progressive", "--model", str(model), "--tasks", "rte", "--sizes", "50",
+            "--seeds", "2", "--epochs", "1", "--k", "4", "--precision", "fp32",
+            "--results", str(results), "--dry-run"]
+    for seed in range(2):
+        config = TrialConfig(str(model.resolve()), "rte", train_size=50, seed=seed, epochs=1,
+                             experiment="progressive")
+        record = EpochRecord(epoch=1, train_loss=0.5, eval_loss=0.6, score=0.6955934758,
+                             metrics={"accuracy": 0.6955934758}, train_time_s=1.0,
+                             eval_time_s=0.5, train_examples_per_s=8.0, train_examples=50,
+                             device="cpu", precision_used="fp32")
+        row, epochs = store.outcome_rows(config, TrialOutcome(
+            config.trial_id, epochs=(record,), setup_time_s=0.1), num_layers=4)
+        store.write_trial(results, row, epochs)
+    code, out = cli(capsys, "store", "check", "--results", str(results))
+    assert code == 0 and "store is clean" in out, out
+    damaged = results / "trials" / f"{config.trial_id}.parquet"
+    flip_a_byte(damaged, "score")
+
+    code, out = cli(capsys, "store", "check", "--results", str(results))
+    assert code == 1, out
+    assert out.splitlines()[0].startswith("damaged file (its checksums fail"), out
+    assert str(damaged) in out.splitlines()[0]
+    code, out = cli(capsys, *argv)  # the sweep stops before any trial, naming it
+    assert code == 2 and "damaged results files" in out and f"{damaged} (1 trials)" in out, out
+    assert damaged.exists()
+    code, out = cli(capsys, *argv, "--rerun-damaged")
+    assert code == 0 and "dry run: 1 of 2 trials would run" in out, out
+    assert not damaged.exists()
+    assert (results / "damaged" / "trials" / damaged.name).is_file()  # moved, not deleted
+    code, out = cli(capsys, "store", "check", "--results", str(results))
+    assert code == 0, out
