@@ -168,7 +168,7 @@ def test_permutation_n_is_numpy_randomstate_n_and_shared_by_every_task(glue_dir)
 @pytest.mark.parametrize("name,args,message", [
     ("progressive", ["--k", "13"], "--k: [13] out of range"),
     ("progressive", ["--tasks", "cola", "--sizes", "9000"], "--sizes: none of [9000] fits"),
-    ("progressive", ["--sizes", "1.5"], "train_size: a fraction must lie in (0, 1)"),
+    ("progressive", ["--sizes", "1.5"], "argument --sizes: size '1.5': give a positive count"),
     ("progressive", ["--lr", "-1"], "lr: must be a finite number in (0, 1]"),
     ("progressive", ["--batch-size", "0"], "batch_size: must be an integer >= 1"),
     ("progressive", ["--max-seq-length", "4096"], "max_seq_length: 4096 exceeds"),
@@ -208,4 +208,5 @@ def test_missing_data_fails_before_ray(capsys, no_ray, tmp_path):
 def test_unknown_task_is_an_argparse_error(capsys):
     with pytest.raises(SystemExit) as exit_info:
         cli(capsys, "sweep", "progressive", "--tasks", "mnli2", "--dry-run")
-    assert exit_info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "unknown task 'mnli2'; did you mean mnli" in err

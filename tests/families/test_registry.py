@@ -72,6 +72,7 @@ def test_a_new_family_is_one_module_that_everything_picks_up(toy_package, capsys
     code, out = cli(capsys, "families")
     assert code == 0 and "toy" in out and "nowhere, §0" in out
     assert "toy" in {s.key for s in report.sections()}
+    (tmp_path / "trials").mkdir()  # an empty store
     code, out = cli(capsys, "report", "--results", str(tmp_path), "--only", "toy")
     assert code == 0 and "toy" in out and "not drawn" in out
 

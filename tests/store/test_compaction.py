@@ -213,7 +213,7 @@ def test_a_sweep_compacts_a_large_store_and_resumes_and_reuses_from_it(
 
 
 def test_an_interrupted_compaction_is_finished_by_the_next_command_that_writes(
-        tmp_path, monkeypatch, capsys, glue_dir):
+        tmp_path, monkeypatch, capsys, glue_dir, write):
     """Killed after its compacted file went into place: the sources stay beside it (plain
     SQL counts each trial twice) until the next command that writes the store (a sweep with
     nothing left to train, ``store compact``) deletes them, and its temporaries."""
@@ -232,8 +232,7 @@ def test_an_interrupted_compaction_is_finished_by_the_next_command_that_writes(
 
     family = get("progressive")
     for config in configs_of(sweep_parser(family).parse_args(argv[2:]), family):
-        from tests.store.conftest import _write
-        _write(results, config)
+        write(results, config)
     real_unlink = os.unlink
 
     def killed(path):

@@ -257,8 +257,8 @@ def file_at(tmp: Path) -> Path:
 # "argparse" (usage error), "grid" (pre-flight, Ray never started) or "cluster" (after
 # joining Ray, before any trial).
 CASES = [
-    ("unknown task", lambda t, m, g: {"--tasks": ["mnli2"]}, "invalid choice: 'mnli2'",
-     "argparse"),
+    ("unknown task", lambda t, m, g: {"--tasks": ["mnli2"]},
+     "argument --tasks: unknown task 'mnli2'; did you mean mnli", "argparse"),
     ("model path missing", lambda t, m, g: {"--model": [str(t / "nowhere")]},
      "holds no config.json", "grid"),
     ("model folder without config", lambda t, m, g: {"--model": [model_folder(
@@ -294,11 +294,12 @@ CASES = [
     ("train size above the split", lambda t, m, g: {"--sizes": ["5000"]},
      "--sizes: none of [5000] fits the 2490-row rte train split", "grid"),
     ("train fraction above 1", lambda t, m, g: {"--sizes": ["1.5"]},
-     "train_size: a fraction must lie in (0, 1)", "grid"),
+     "argument --sizes: size '1.5': give a positive count", "argparse"),
     ("train size zero", lambda t, m, g: {"--sizes": ["0"]},
-     "train_size: must be a positive count", "grid"),
+     "argument --sizes: size '0': give a positive count", "argparse"),
     ("train size not a number", lambda t, m, g: {"--sizes": ["lots"]},
-     "give a count (500), a fraction (0.1) or 'full'", "argparse"),
+     "argument --sizes: size 'lots': give a positive count (500), a fraction in (0, 1)",
+     "argparse"),
     ("zero epochs", lambda t, m, g: {"--epochs": ["0"]}, "epochs: must be an integer >= 1",
      "grid"),
     ("negative epochs", lambda t, m, g: {"--epochs": ["-2"]}, "epochs: must be an integer >= 1",
@@ -334,11 +335,16 @@ CASES = [
      "is not writable", "grid"),
     ("storage folder not writable", lambda t, m, g: {"--storage": [str(file_at(t) / "s")]},
      "--storage", "grid"),
-    ("GPUs on a cluster without any", lambda t, m, g: {"--gpus-per-trial": ["0.5"]},
+    ("GPUs on a cluster without any", lambda t, m, g: {"--gpus-per-trial": ["0.5"],
+                                                        "env:RAY_ADDRESS": "ray://head:10001"},
      "asks for GPUs but the Ray cluster has none", "cluster"),
+    ("GPUs on a machine without any, no cluster given",
+     lambda t, m, g: {"--gpus-per-trial": ["1"]},
+     "--gpus-per-trial 1: no cluster is given", "grid"),
     ("more CPUs than a node has", lambda t, m, g: {"--cpus-per-trial": ["4"]},
      "fits no node: the largest has 2 CPUs", "cluster"),
-    ("GPUs beyond a node's", lambda t, m, g: {"--gpus-per-trial": ["2"]},
+    ("GPUs beyond a node's", lambda t, m, g: {"--gpus-per-trial": ["2"],
+                                              "env:RAY_ADDRESS": "ray://head:10001"},
      "exceeds the 1 GPUs of the largest node", "cluster-gpu"),
     ("a trial needing more memory than any node has", lambda t, m, g: {
         "--sizes": ["2000"], "--batch-size": ["2000"]},
@@ -381,9 +387,9 @@ CASES = [
     ("huge sequence length", lambda t, m, g: {"--max-seq-length": ["100000"]},
      "exceeds the model's 128 positions", "grid"),
     ("negative train size", lambda t, m, g: {"--sizes": ["-5"]},
-     "train_size: must be a positive count", "grid"),
+     "argument --sizes: size '-5': give a positive count", "argparse"),
     ("train fraction zero", lambda t, m, g: {"--sizes": ["0.0"]},
-     "train_size: a fraction must lie in (0, 1)", "grid"),
+     "argument --sizes: size '0.0': give a positive count", "argparse"),
     ("layer index far above L", lambda t, m, g: {"--k": ["100"]}, "--k: [100] out of range",
      "grid"),
     ("warmup ratio above 1", lambda t, m, g: {"--warmup-ratio": ["1.5"]}, "warmup_ratio",
@@ -640,6 +646,11 @@ def test_bad_input_gives_one_message_and_starts_nothing(name, change, message, s
                                                         tiny_bert, glue_dir, tmp_path, capsys,
                                                         monkeypatch, sweep_env):
     results = tmp_path / "results"
+    if name.startswith("GPUs on a machine without any"):
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has a GPU")
     flags = {"--model": [tiny_bert], "--tasks": ["rte"], "--sizes": ["16"], "--seeds": ["1"],
              "--epochs": ["1"], "--k": ["0", "4"], "--data-dir": [str(glue_dir)],
              "--results": [str(results)]}
