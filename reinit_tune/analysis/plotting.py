@@ -153,6 +153,17 @@ def _room_for_legends(fig) -> None:
     fig.set_size_inches(width, height + rows * (0.5 + 0.13 * max(lines)))
 
 
+def _suptitle_share(fig) -> float:
+    """The share of the figure's height its title takes, with a little room below it:
+    ``tight_layout`` lays the panels out as if there were no title, so two-line panel titles
+    ran into it."""
+    title = getattr(fig, "_suptitle", None)
+    if title is None or not title.get_text():
+        return 0.0
+    height = title.get_window_extent(fig.canvas.get_renderer()).height
+    return min(0.3, (height + 6 * fig.dpi / 72) / fig.bbox.height)
+
+
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     """Write ``name``.png and ``name``.pdf into ``out_dir`` and close the figure."""
     out = Path(out_dir)
@@ -160,7 +171,7 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     _thin_ticks(fig)
     _room_for_legends(fig)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - _suptitle_share(fig)))
     for p in paths:
         fig.savefig(p, dpi=150)
     pyplot().close(fig)

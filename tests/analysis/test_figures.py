@@ -272,3 +272,24 @@ def test_table_1_lists_only_pairs_of_tasks_with_shared_runs(tmp_path):
                   layer_order=(1, 0, 2, 3, 4, 5))
     table = permutation_correlations(synth.load().trials)
     assert [(r.task_a, r.task_b, r.n) for r in table.itertuples()] == [("sst2", "qnli", 3)]
+
+
+def test_the_figure_title_never_runs_into_two_line_panel_titles(tmp_path):
+    from reinit_tune.analysis.plotting import panels, save, style, suptitle
+
+    fig, axes = panels(12)  # three rows of four, each with a long legend below it
+    for i, ax in enumerate(axes[0]):
+        for line in range(6):
+            ax.plot([0, 1], [0, line], label=f"probe, 500 examples, setting {i} line {line}, "
+                                             "lr 1e-05, 10 epochs, bf16, length-grouped")
+        style(ax, xlabel="k", ylabel="dev accuracy",
+              title="MNLI · roberta-base, lr 1e-05, 10 epochs,\nfp32, length-grouped")
+    suptitle(fig, "Progressive reinit. (mean, 95% t-CI); dashed: probing", pd.DataFrame(
+        {"model": ["a/tiny", "b/tiny"]}))
+    save(fig, tmp_path, "t")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()  # the saved layout, measured again
+    top = fig._suptitle.get_window_extent(renderer)
+    for ax in axes[0]:
+        assert ax.title.get_window_extent(renderer).y1 < top.y0  # below the figure's title
