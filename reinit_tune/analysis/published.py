@@ -184,7 +184,7 @@ def _mrpc(store: frames.Store, experiment: str) -> pd.DataFrame:
                                               else None for m in table["metric"]]
         # 001's "reinitialize any k" values are what predicting "paraphrase" for every dev
         # example scores: say so where the dev labels show it
-        table["published value equals"] = [
+        table['published "reinit any k" equals'] = [
             trivial_predictor("mrpc", m, v) or "" for m, v in
             zip(table["metric"], table["published: reinit any k"], strict=True)]
         tables.append(table)
