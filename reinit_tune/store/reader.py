@@ -57,11 +57,14 @@ class Problems:
     unreadable: list[Path] = dataclasses.field(default_factory=list)
     foreign: list[Path] = dataclasses.field(default_factory=list)
     malformed: list[tuple[Path, str, str]] = dataclasses.field(default_factory=list)
+    # files read around their damaged columns (read as nulls): path -> those columns
+    damaged_columns: dict[Path, list[str]] = dataclasses.field(default_factory=dict)
 
     def add(self, other: Problems) -> None:
         self.unreadable += other.unreadable
         self.foreign += other.foreign
         self.malformed += other.malformed
+        self.damaged_columns.update(other.damaged_columns)
 
     @property
     def bad_files(self) -> list[Path]:
@@ -81,10 +84,11 @@ def connect():
     return con
 
 
-def bisect(files: list[str], attempt, bad: list[Path]) -> list:
+def bisect(files: list[str], attempt, bad: list[Path], around=None) -> list:
     """``attempt(files)`` over all files at once; where it fails, over halves, down to the
-    single files that fail (appended to ``bad``): one damaged file costs a few extra passes,
-    not a per-file loop over a healthy store."""
+    single files that fail: one damaged file costs a few extra passes, not a per-file loop
+    over a healthy store. A single file that fails is read by ``around(file)`` where given
+    (its readable columns), else (or where that gives None) appended to ``bad``."""
     import duckdb
 
     try:
@@ -93,10 +97,14 @@ def bisect(files: list[str], attempt, bad: list[Path]) -> list:
         if any(not os.path.exists(f) for f in files):
             raise Vanished from None
         if len(files) == 1:
-            bad.append(Path(files[0]))
-            return []
+            part = around(files[0]) if around is not None else None
+            if part is None:
+                bad.append(Path(files[0]))
+                return []
+            return [part]
         mid = len(files) // 2
-        return bisect(files[:mid], attempt, bad) + bisect(files[mid:], attempt, bad)
+        return (bisect(files[:mid], attempt, bad, around)
+                + bisect(files[mid:], attempt, bad, around))
 
 
 def schema_groups(con, files: list[str], problems: Problems) -> list[list[str]]:
@@ -221,8 +229,25 @@ def read_files(con, files: list[str], table: Table, columns: list[str],
             problems.foreign += [Path(f) for f in group]
             continue
         present = [c for c in wanted if c in file_schema.names]
+
+        def around(path: str, present: list[str] = present) -> pa.Table | None:
+            """A damaged file's columns that still read (the others as nulls): one broken
+            column never hides the rest of its rows."""
+            readable = []
+            for column in present:
+                with contextlib.suppress(duckdb.Error, pa.ArrowException, OSError):
+                    read([path], [column])
+                    readable.append(column)
+            if key not in readable:
+                return None
+            lost = [c for c in present if c not in readable]
+            problems.damaged_columns[Path(path)] = lost
+            log.warning("results file %s is damaged: read without its columns %s",
+                        path, ", ".join(lost))
+            return read([path], readable)
+
         for part in bisect(group, lambda chunk, present=present: read(chunk, present),
-                            problems.unreadable):
+                           problems.unreadable, around):
             try:
                 tables.append(conform(part, target))
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):

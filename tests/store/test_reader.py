@@ -140,6 +140,29 @@ def test_a_file_with_a_sound_footer_and_damaged_pages_is_found_and_skipped(
     assert [p.name for p in store.check_store(tmp_path).unreadable] == [path.name]
 
 
+def test_a_damaged_column_never_hides_the_other_columns_of_its_rows(tmp_path, caplog, fill):
+    """Bytes broken inside a compacted file's config_json column only: every trial still
+    reads, that column as null, and every reader names the file."""
+    configs = fill(tmp_path, 6)
+    store.compact(tmp_path)
+    [path] = (tmp_path / "trials").glob(f"{store.COMPACTED_PREFIX}*.parquet")
+    meta = pq.ParquetFile(path).metadata
+    chunk = meta.row_group(0).column(meta.schema.names.index("config_json"))
+    data = bytearray(path.read_bytes())
+    # past the first page's header, inside its compressed values (the dictionary, if any)
+    start = (chunk.dictionary_page_offset or chunk.data_page_offset) + 40
+    end = min(start + 256, chunk.data_page_offset + chunk.total_compressed_size - 8)
+    data[start:end] = b"\xab" * (end - start)
+    path.write_bytes(bytes(data))
+    df = store.load_trials(tmp_path)
+    assert sorted(df["trial_id"]) == sorted(c.trial_id for c in configs)  # none lost
+    assert df["config_json"].isna().all() and df["score"].notna().all()
+    assert f"results file {path} is damaged: read without its columns config_json" \
+        in caplog.text
+    assert len(store.load_trials(tmp_path, columns=store.trial_columns())) == 6
+    assert path in store.check_store(tmp_path).damaged  # its checksums fail
+
+
 def test_a_reader_whose_listing_raced_a_compaction_lists_again(
         tmp_path, monkeypatch, fill, everything, same):
     fill(tmp_path, 4)
