@@ -16,13 +16,13 @@ plus normal noise of the cell's SD:
   at 500 examples and low k, small at 50k.
 
 Each simulated group draws ``--max-seeds`` seeds; the adaptive design stops where
-``reinit_tune.inference.sequential.decide`` says, the fixed design of n seeds takes the first n
-of the same draws. The fixed design compared is the smallest n whose worst half-width over
-all groups and contrasts is at most the adaptive design's worst one (``--max-seeds`` where
-none is). Coverage counts the contrasts whose t-interval at the stopping seed holds the true
-difference. ``--contrasts 1 2`` adds groups of one and two contrasts (RTE's noisiest k), where
-the purely sequential rule covers least, and the plain rule (the sample SD, no upper limit)
-beside ours.
+``reinit_tune.inference.sequential.stopping_seeds`` says, the fixed design of n seeds takes
+the first n of the same draws. The fixed design compared is the smallest n whose worst
+half-width over all groups and contrasts is at most the adaptive design's worst one
+(``--max-seeds`` where none is). Coverage counts the contrasts whose t-interval at the
+stopping seed holds the true difference. ``--contrasts 1 2`` adds groups of one and two
+contrasts (RTE's noisiest k), where the purely sequential rule covers least, and the plain
+rule (the sample SD, no upper limit) beside ours.
 
 ``--smoke``: 40 sweeps (CI runs it).
 """
@@ -38,7 +38,7 @@ import numpy as np
 
 from benchmarks import common
 from reinit_tune import store
-from reinit_tune.inference.sequential import SeedRule, decide, half_widths
+from reinit_tune.inference.sequential import SeedRule, half_widths, stopping_seeds
 
 REPO = Path(__file__).resolve().parent.parent
 STORE = REPO / "examples" / "embedded-minilm"
@@ -80,15 +80,6 @@ def plain_stop(diffs: np.ndarray, rule: SeedRule) -> int:
         if half_widths(diffs[:n], rule.level).max() <= rule.target_ci:
             return n
     return rule.max_seeds
-
-
-def ours_stop(diffs: np.ndarray, rule: SeedRule) -> int:
-    n = rule.min_seeds
-    while True:
-        decision = decide(diffs[:n], rule)
-        if decision.closed:
-            return n
-        n = decision.wanted
 
 
 def simulate(cells, rule: SeedRule, sweeps: int, stop, seed: int = 0) -> dict:
@@ -144,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for contrasts in [None, *args.contrasts]:
         cells = groups(base, contrasts)
-        rules = [("ours", ours_stop)] + ([("plain", plain_stop)] if contrasts else [])
+        rules = [("ours", stopping_seeds)] + ([("plain", plain_stop)] if contrasts else [])
         for name, stop in rules:
             result = simulate(cells, rule, sweeps, stop)
             low = min(result["per_group"].items(), key=lambda kv: kv[1])
