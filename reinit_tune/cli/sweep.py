@@ -198,7 +198,8 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                           "tracker through Ray Tune's logger callbacks; repeat for several")
     run.add_argument("--verbose", action="store_true",
                      help="show Ray Tune's full trial table instead of one line per finished "
-                          "trial")
+                          "trial, and Ray's and Tune's own messages (else written to "
+                          "RESULTS/_logs/)")
     extra = p.add_argument_group("measurements of each trial")
     on_off = argparse.BooleanOptionalAction
     extra.add_argument("--similarity", action=on_off, default=run_defaults.similarity,

@@ -77,6 +77,16 @@ def secure_local_ray() -> None:
     os.environ[AUTH_ENV] = "token"
 
 
+def _driver_raylet() -> str | None:
+    """``host:port`` of the raylet of the node this driver runs on (None where this Ray does
+    not say)."""
+    import ray
+
+    node = getattr(ray._private.worker, "_global_node", None)
+    host, port = getattr(node, "node_ip_address", None), getattr(node, "node_manager_port", 0)
+    return f"{host}:{port}" if host and port else None
+
+
 def answers(address: str, timeout_s: float = 3.0) -> bool:
     """Whether something listens at ``host:port`` (a live cluster's GCS does)."""
     host, _, port = address.rpartition(":")
@@ -325,19 +335,25 @@ def warn_if_storage_is_local(storage: str, alive: list[NodeResources],
 
 
 class HeadWatch:
-    """Calls ``on_lost`` (from a thread) once the head node's GCS port has refused
-    connections for ``grace_s``. Without a head, Ray ends the driver from its C++ side ~60 s
-    later (``RAY_gcs_rpc_server_reconnect_timeout_s``) with only its own message; noticing
-    first lets the command print its summary and exit. ``grace_s`` rides out a port that
-    blinks; a head restarted by GCS fault tolerance answers again within it."""
+    """Calls ``on_lost`` (from a thread, with a sentence saying what is gone) once the head
+    node's GCS port has refused connections for ``grace_s``, or the raylet of the node this
+    driver runs on has for ``raylet_grace_s``. Without a head, Ray ends the driver from its
+    C++ side ~60 s later (``RAY_gcs_rpc_server_reconnect_timeout_s``) with only its own
+    message; without its raylet, within seconds of the next object-store access ("The
+    connection to the plasma store is failed. Terminate the process"), with no message on
+    the terminal at all. Noticing first lets the command print its summary and exit.
+    ``grace_s`` rides out a port that blinks, and a head restarted by GCS fault tolerance
+    answers again within it; a raylet is never restarted, so a short grace suffices."""
 
     def __init__(self, on_lost: Callable[[str], None], grace_s: float = 20.0,
-                 every_s: float = 2.0):
+                 every_s: float = 2.0, raylet_grace_s: float = 2.0):
         import ray
 
         self.address = ray.get_runtime_context().gcs_address
+        self.raylet = _driver_raylet()
         self.on_lost = on_lost
         self.grace_s = grace_s
+        self.raylet_grace_s = raylet_grace_s
         self.every_s = every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="reinit-tune-head-watch",
@@ -345,15 +361,24 @@ class HeadWatch:
         self._thread.start()
 
     def _watch(self) -> None:
-        lost_since: float | None = None
+        watched = {self.address: (self.grace_s, (
+            f"lost the Ray cluster's head node (its GCS at {self.address} stopped "
+            "answering): the sweep cannot go on; restart the cluster first"))}
+        if self.raylet is not None:
+            watched[self.raylet] = (self.raylet_grace_s, (
+                f"lost the Ray node this driver runs on (its raylet at {self.raylet} stopped "
+                "answering): the sweep cannot go on. A local Ray instance starts again with "
+                "the command; on a cluster, start Ray on this node again first"))
+        lost_since: dict[str, float] = {}
         while not self._stop.wait(self.every_s):
-            if answers(self.address, timeout_s=self.every_s):
-                lost_since = None
-                continue
-            lost_since = lost_since or time.monotonic()
-            if time.monotonic() - lost_since >= self.grace_s:
-                self.on_lost(self.address)
-                return
+            for address, (grace, what) in watched.items():
+                if answers(address, timeout_s=self.every_s):
+                    lost_since.pop(address, None)
+                    continue
+                since = lost_since.setdefault(address, time.monotonic())
+                if time.monotonic() - since >= grace and not self._stop.is_set():
+                    self.on_lost(what)
+                    return
 
     def stop(self) -> None:
         self._stop.set()

@@ -19,6 +19,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TextIO
 
 from ray import tune
@@ -85,13 +86,14 @@ def named_trainable(function, name: str) -> type:
     return trainable
 
 
-def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
+def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -> SweepSummary:
     """Run every trial of ``plan`` not yet in the store through Ray Tune; return the counts.
     Ray must be connected first (``connect``) where anything is left to run. One line per
-    finished trial goes to ``out`` (Tune's own table instead with ``plan.options.verbose``).
+    finished trial goes to ``out`` (Tune's own table instead with ``plan.options.verbose``);
+    ``ray_log``: where Ray's own output goes (``reinit_tune.sweep.console``).
     """
     summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
-                           skipped=plan.skipped, not_needed=plan.not_needed)
+                           skipped=plan.skipped, not_needed=plan.not_needed, ray_log=ray_log)
     by_id = {c.trial_id: c for c in plan.configs}
     for trial_id, source in plan.reuse.items():
         store.reuse_trial(plan.results_dir, source, by_id[trial_id])
@@ -196,11 +198,9 @@ def launch(plan: Plan, out: TextIO | None = None) -> SweepSummary:
                  run_name if len(grid) <= size else "")
     start = time.perf_counter()
 
-    def head_lost(address: str) -> None:
+    def head_lost(what: str) -> None:
         summary.wall_time_s = time.perf_counter() - start
-        summary.stopped = (
-            f"lost the Ray cluster's head node (its GCS at {address} stopped answering): the "
-            "sweep cannot go on; restart the cluster first")
+        summary.stopped = what
         print(summary, file=out or sys.stdout, flush=True)
         sys.stderr.flush()
         # what is left of a local instance this command started goes with it; a shutdown
@@ -293,8 +293,7 @@ def fit_in_chunks(tuner, packs: dict[str, list[TrialConfig]], pending: list[str]
                     f"stopped: a trial worker was {what} {restarts + 1} times (--max-failures "
                     f"{max_failures}). Lower --batch-size or --max-seq-length, or give each "
                     "trial more memory (fewer trials per node), then rerun the same command")
-                log.error("%s", summary.stopped)
-                return
+                return  # the summary says it, once
             restarts += 1
             summary.retries += 1
             log.warning("a trial worker was %s: running this part of the sweep's unfinished "

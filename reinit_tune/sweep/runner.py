@@ -22,7 +22,7 @@ from typing import TextIO
 from reinit_tune import store
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import ModelShape
-from reinit_tune.sweep import cost, environment, preflight
+from reinit_tune.sweep import console, cost, environment, preflight
 from reinit_tune.sweep import plan as planning
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import Plan, describe
@@ -47,8 +47,8 @@ class Sweep:
         self.out = out
         self.started = False
 
-    def _print(self, text: object) -> None:
-        print(text, file=self.out or sys.stdout, flush=True)
+    def _print(self, text: object, out: TextIO | None = None) -> None:
+        print(text, file=out or self.out or sys.stdout, flush=True)
 
     def _estimate(self, plan: Plan, calibrate: bool = False) -> None:
         if plan.groups:  # seeds on demand: between every group at --min-seeds and at --max
@@ -98,6 +98,17 @@ class Sweep:
         if plan.todo:
             self._estimate(plan)
         environment.prepare(plan.options.verbose)  # before anything imports Ray
+        if plan.options.verbose or not plan.todo:  # Tune's own output was asked for
+            return self._launch(plan, self.out)
+        with console.ray_output_to(console.log_path(plan.results_dir, plan.name),
+                                   self.out) as terminal:
+            self._print(f"Ray's and Tune's own output: {terminal.log}", terminal.out)
+            return self._launch(plan, terminal.out, terminal.log)
+
+    def _launch(self, plan: Plan, out: TextIO | None,
+                ray_log: Path | None = None) -> SweepSummary:
+        """Join or start Ray, launch ``plan`` and print its summary to ``out``; ``ray_log``:
+        the file Ray's own output goes to, which the summary names."""
         ours = "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
         from reinit_tune.sweep import cluster, launch
 
@@ -106,11 +117,11 @@ class Sweep:
                 launch.connect(plan, cluster.name_job(
                     plan.name, sorted({c.model for c in plan.todo}), plan.results_dir))
             self.started = True
-            summary = launch.launch(plan, self.out)
-            self._print(summary)
+            summary = launch.launch(plan, out, ray_log=ray_log)
         finally:
             if ours:  # a local instance would otherwise outlive the sweep's command
                 cluster.shutdown_ray()
+        self._print(summary, out)
         return summary
 
 

@@ -35,6 +35,8 @@ class SweepSummary:
     # seeds on demand: the grid's trials its groups did not need, and what each group got
     not_needed: int = 0
     seeds: SeedReport | None = None
+    # the file Ray's and Tune's own output went to (reinit_tune.sweep.console), where any
+    ray_log: Path | None = None
 
     @property
     def failed(self) -> int:
@@ -87,6 +89,7 @@ class SweepSummary:
             f"; wall time {self.wall_time_s:.0f} s{speed}\nresults: "
             f"{self.results_dir}/{store.TRIALS}/ and {self.results_dir}/{store.EPOCHS}/ "
             f"(reinit_tune.store.load_trials('{self.results_dir}'))"
+            + (f"\nRay's and Tune's own output: {self.ray_log}" if self.ray_log else "") +
             f"{failures}{stopped}{others}{rerun}"
             + (f"\n{self.seeds}" if self.seeds is not None else "") + warned
         )

@@ -123,8 +123,7 @@ class StoreWriter(tune.Callback):
                 f"cannot write to the results store {self.results_dir}: {e}. Stopped the "
                 "sweep so no more trials train for nothing; free disk space or make the "
                 "folder writable, then rerun the same command (stored trials are skipped)")
-            log.error("%s", self.halt)
-            return
+            return  # the summary says it, once
         self._release(config.trial_id)
         self.settled.add(config.trial_id)
         if self.on_stored is not None:
