@@ -304,6 +304,17 @@ def _degenerate_html(data: frames.Store) -> str:
             "one row each (seeds together)</summary>" + table + "</details></div>")
 
 
+def _unreadable_text(path: Path) -> str:
+    """"N trials unreadable in FILE" for a trial file that cannot be read (a file of another
+    table: its name alone)."""
+    if path.parent.name != store.TRIALS:
+        return f"unreadable results file {path}"
+    held = store.key_count(path)
+    count = ("trials (how many: unknown)" if held is None
+             else f"{held} trial{'s' * (held != 1)}")
+    return f"{count} unreadable in {path}"
+
+
 def render(sections_: list[Section], data: frames.Store, results_dir: Path,
            unreadable: list[Path] | None = None, only: list[str] | None = None,
            malformed: list[tuple[Path, str, str]] | None = None,
@@ -324,14 +335,20 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
         parts.append(f"<p class='warn'>Only {html.escape(', '.join(only))}: "
                      "<code>reinit-tune report --results "
                      f"{html.escape(str(results_dir))}</code> draws every figure.</p>")
-    if trials.empty:
+    lost = [p for p in unreadable or [] if p.parent.name == store.TRIALS]
+    if trials.empty and lost:
+        parts.append("<p class='warn'><b>No trial of this store can be read:</b> "
+                     + "; ".join(html.escape(_unreadable_text(p)) for p in lost) + "</p>")
+    elif trials.empty:
         parts.append("<p class='warn'><b>The store holds no trials yet.</b> Run a sweep into "
                      f"this folder (<code>reinit-tune sweep progressive --results "
                      f"{html.escape(str(results_dir))}</code>) and make the report again.</p>")
     if unreadable:
         parts.append("<p class='warn'><b>Skipped files that cannot be read</b> (a disk fault "
-                     "or a foreign file; delete or restore them): " + ", ".join(
-                         html.escape(str(p)) for p in unreadable) + "</p>")
+                     "or a foreign file; restore them from a backup, or a sweep with "
+                     "<code>--rerun-damaged</code> moves them aside and trains their trials "
+                     "again): " + "; ".join(html.escape(_unreadable_text(p))
+                                           for p in unreadable) + "</p>")
     if malformed:
         shown = "".join(f"<li>{html.escape(key or '(no id)')} in {html.escape(str(path))}: "
                         f"{html.escape(why)}</li>" for path, key, why in malformed[:20])
@@ -421,7 +438,7 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
                                              similarity=data.similarity)
     page.write_text(render(built, data, results.resolve(), unreadable, only, malformed, rows))
     for path in unreadable:
-        print(f"warning: skipped unreadable results file {path}", file=sys.stderr)
+        print(f"warning: {_unreadable_text(path)}", file=sys.stderr)
     for path, why in store.damaged_files(results).items():
         held = store.trials_in(path)
         print(f"warning: {'some' if held is None else len(held)} trials in damaged results "

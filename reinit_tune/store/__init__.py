@@ -14,7 +14,13 @@ from __future__ import annotations
 # pyarrow's writer, under the name callers that simulate a failing disk patch
 from pyarrow import parquet as pq
 
-from reinit_tune.store.check import StoreCheck, check_store, malformed_rows, unreadable_files
+from reinit_tune.store.check import (
+    StoreCheck,
+    broken_files,
+    check_store,
+    malformed_rows,
+    unreadable_files,
+)
 from reinit_tune.store.compaction import (
     COMPACT_AFTER_FILES,
     MERGE_COMPACTED_AFTER,
@@ -27,6 +33,7 @@ from reinit_tune.store.files import (
     COMPACTED_PREFIX,
     DAMAGED,
     damaged_files,
+    key_count,
     not_a_store,
     remove_partial_files,
     set_aside,
@@ -81,9 +88,11 @@ __all__ = [
     "CLOCK_SKEW_S", "COMPACTED_PREFIX", "COMPACT_AFTER_FILES", "CONFIG_FIELDS", "DAMAGED",
     "EPOCHS", "EPOCH_SCHEMA", "MERGE_COMPACTED_AFTER", "PAIRS", "PAIR_SCHEMA",
     "PAYLOAD_COLUMNS", "SIMILARITY", "SIMILARITY_SCHEMA", "STEPS", "STEP_SCHEMA", "StoreCheck",
-    "TABLES", "TRIALS", "TRIAL_SCHEMA", "Table", "WEIGHT_PROJECTIONS", "check_store", "compact",
+    "TABLES", "TRIALS", "TRIAL_SCHEMA", "Table", "WEIGHT_PROJECTIONS", "broken_files",
+    "check_store", "compact",
     "compact_if_many", "config_columns", "damaged_files", "epoch_rows", "equivalence_key",
-    "equivalent_ids", "finish_compactions", "finished_data", "finished_ids", "load_epochs",
+    "equivalent_ids", "finish_compactions", "finished_data", "finished_ids", "key_count",
+    "load_epochs",
     "load_pairs", "load_similarity", "load_steps", "load_trials", "malformed_rows",
     "not_a_store", "outcome_rows", "outcome_steps", "pair_ids", "pq", "ran_on_subset",
     "remove_partial_files", "reuse_trial", "set_aside", "similarity_ids", "small_file_count",

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from reinit_tune.store.files import Vanished, damaged_files, listing
+from reinit_tune.store.files import Vanished, damaged_files, key_count, listing
 from reinit_tune.store.lookup import finished_rows
 from reinit_tune.store.reader import Problems, connect, read_table, schema_groups, usable
+from reinit_tune.store.schema import EPOCHS, TRIALS
 from reinit_tune.store.tables import TABLES, TRIAL_TABLE, load_trials
 
 
@@ -40,9 +41,11 @@ class StoreCheck:
         lines = [f"damaged file (its checksums fail: values in it may read wrong; `reinit-tune "
                  f"sweep ... --rerun-damaged` moves it aside and trains its trials again): {p} "
                  f"({why})" for p, why in self.damaged.items()]
+        lines += [f"unreadable file (restore it, or `reinit-tune sweep ... --rerun-damaged` "
+                  f"moves it aside and trains its trials again): {p} ({_held(p)})"
+                  for p in self.unreadable]
         lines += [f"{name}: {small} per-trial files, {compacted} compacted"
                   for name, (small, compacted) in self.files.items() if small or compacted]
-        lines += [f"unreadable file (delete or restore it): {p}" for p in self.unreadable]
         lines += [f"not a reinit-tune file (move it elsewhere): {p}" for p in self.foreign]
         lines += _few([f"malformed row {key} in {p}: {why}" for p, key, why in self.malformed],
                       "malformed rows")
@@ -51,6 +54,11 @@ class StoreCheck:
                       "trials whose epoch rows are unreadable")
         lines.append("store is clean" if self.clean else "store has problems (above)")
         return "\n".join(lines)
+
+
+def _held(path: Path) -> str:
+    held = key_count(path)
+    return "trials unknown" if held is None else f"{held} trial{'s' * (held != 1)}"
 
 
 def _few(lines: list[str], what: str, shown: int = 5) -> list[str]:
@@ -75,23 +83,45 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
                       sorted(ok - finished), files, damaged_files(root))
 
 
-def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:
-    """Store files that cannot be read (a disk fault, a foreign file): what ``load_trials``
-    and the other readers skip. One pass over the footers (``check_store`` reads rows too)."""
-    bad: list[Path] = []
+def _footers(results_dir: str | os.PathLike, tables: tuple[str, ...]) -> Problems:
+    """The files of ``tables`` without a readable footer, and another program's files: one
+    pass over the footers (``check_store`` reads rows too)."""
+    problems = Problems()
     con = connect()
-    for name, table in TABLES.items():
+    for name in tables:
+        table = TABLES[name]
         small, compacted = listing(Path(results_dir) / name)
         files = small + compacted
         if not files:
             continue
-        problems = Problems()
+        found = Problems()
         with contextlib.suppress(Vanished):
-            for group in schema_groups(con, files, problems):
+            for group in schema_groups(con, files, found):
                 if not usable(pq.read_schema(group[0]), table.key, name):
-                    problems.foreign += [Path(f) for f in group]
-        bad += problems.bad_files
-    return sorted(bad)
+                    found.foreign += [Path(f) for f in group]
+        problems.add(found)
+    return problems
+
+
+def unreadable_files(results_dir: str | os.PathLike) -> list[Path]:
+    """Store files that cannot be read (a disk fault, a foreign file): what ``load_trials``
+    and the other readers skip."""
+    return sorted(_footers(results_dir, tuple(TABLES)).bad_files)
+
+
+# why a file without a readable footer fails, for ``broken_files``
+NO_FOOTER = "no readable Parquet footer (cut short, or not a Parquet file)"
+
+
+def broken_files(results_dir: str | os.PathLike,
+                 tables: tuple[str, ...] = (TRIALS, EPOCHS)) -> dict[Path, str]:
+    """Files of ``tables`` whose rows are lost or may read wrong, and why: those whose
+    checksums fail (``damaged_files``) and those without a readable footer. Another
+    program's Parquet files are not among them: nothing of ours was in them."""
+    found = damaged_files(results_dir, tables)
+    for path in _footers(results_dir, tables).unreadable:
+        found.setdefault(path, NO_FOOTER)
+    return dict(sorted(found.items()))
 
 
 def malformed_rows(results_dir: str | os.PathLike) -> list[tuple[Path, str, str]]:

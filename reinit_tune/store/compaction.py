@@ -14,9 +14,10 @@ import uuid
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from reinit_tune.store.files import COMPACTED_PREFIX, Vanished, listing
+from reinit_tune.store.files import COMPACTED_PREFIX, Vanished, compacted_name, listing
 from reinit_tune.store.reader import FILENAME, Problems, connect, first_wins, read_files
 from reinit_tune.store.tables import TABLES
 
@@ -122,9 +123,10 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
     files each table merged.
 
     Per-trial files stay the write-ahead format: every sweep writes them, atomically, and
-    compaction only folds them into ``compacted-<ns>-<id>.parquet`` files in the same folder
-    with the table's full current schema (so ``SELECT ... FROM 'trials/*.parquet'``, pandas
-    and pyarrow read a compacted store as before). Per batch of files, in this order:
+    compaction only folds them into ``compacted-<ns>-<id>-n<trials>.parquet`` files in the
+    same folder with the table's full current schema (so ``SELECT ... FROM
+    'trials/*.parquet'``, pandas and pyarrow read a compacted store as before). Per batch of
+    files, in this order:
 
     1. note each file's identity (inode, size, mtime), then read it (bad files are left in
        place, still reported by ``check_store``: merging must never lose a row);
@@ -175,16 +177,13 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
                 bad = {str(p) for p in problems.bad_files}
                 bad |= {str(p) for p, _, _ in problems.malformed}
                 if bad:
-                    import pyarrow.compute as pc
-
                     table = table.filter(pc.invert(pc.is_in(
                         table[FILENAME], value_set=pa.array(sorted(bad), pa.string()))))
                 done = [f for f in batch if f not in bad and before[f] is not None]
                 if not done:
                     continue
                 table = table.select(schema.names).cast(schema).sort_by([(key, "ascending")])
-                path = root / name / (f"{COMPACTED_PREFIX}{stamp:020d}-"
-                                      f"{uuid.uuid4().hex[:8]}.parquet")
+                path = root / name / compacted_name(stamp, len(pc.unique(table[key])))
                 manifest = _write_manifest(root / name, path, {f: before[f] for f in done})
                 _write_compacted(table, path)
                 _complete(root / name, manifest)
@@ -235,7 +234,7 @@ def _merge_compacted(con, root: Path, name: str) -> int:
                     "(reinit-tune store check names them)", name, root)
         return 0
     table = first_wins(parts, key).select(schema.names).cast(schema)
-    path = root / name / f"{COMPACTED_PREFIX}{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    path = root / name / compacted_name(time.time_ns(), len(pc.unique(table[key])))
     manifest = _write_manifest(root / name, path,
                                {compacted[i]: _identity(compacted[i]) for i in run})
     _write_compacted(table, path)

@@ -14,6 +14,7 @@ import functools
 import logging
 import math
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -29,6 +30,13 @@ log = logging.getLogger("reinit_tune")
 
 # Compacted files sit beside the per-trial files of their table, under this prefix.
 COMPACTED_PREFIX = "compacted-"
+
+
+def compacted_name(stamp_ns: int, keys: int) -> str:
+    """A new compacted file's name: its stamp (what orders compacted files), a random part
+    (two compactions in one nanosecond), and how many keys (trials) it holds, which stays
+    known when the file itself can no longer be read (``key_count``)."""
+    return f"{COMPACTED_PREFIX}{stamp_ns:020d}-{uuid.uuid4().hex[:8]}-n{keys}.parquet"
 
 
 class Vanished(Exception):
@@ -139,6 +147,19 @@ def trials_in(path: str | os.PathLike, key: str = "trial_id") -> list[str] | Non
         return sorted(set(pq.read_table(path, columns=[key])[key].to_pylist()))
     except (OSError, pa.ArrowException, KeyError):
         return None
+
+
+def key_count(path: str | os.PathLike, key: str = "trial_id") -> int | None:
+    """How many trials (keys) a store file holds, even where it cannot be read: its key
+    column where that reads, else 1 for a per-trial file and the count in a compacted file's
+    name (``compacted_name``; None for one made before names carried it)."""
+    if (held := trials_in(path, key)) is not None:
+        return len(held)
+    name = Path(path).name
+    if not name.startswith(COMPACTED_PREFIX):
+        return 1
+    match = re.search(r"-n(\d+)\.parquet$", name)
+    return int(match.group(1)) if match else None
 
 
 def set_aside(results_dir: str | os.PathLike, path: Path) -> Path:

@@ -180,17 +180,18 @@ def data_changes(configs: list[TrialConfig], done: set[str],
 
 
 def check_damaged(results: Path, rerun: bool) -> None:
-    """Stop before any trial where the store's trial or epoch files fail their checksums
-    (their values may read wrong, or not at all, and their trials would silently train
-    again), naming each file and the trials it held; with ``rerun`` (``--rerun-damaged``)
-    move them to ``RESULTS/damaged/`` instead, so their trials train again."""
-    found = store.damaged_files(results, (store.TRIALS, store.EPOCHS))
+    """Stop before any trial where the store's trial or epoch files are broken: their
+    checksums fail (values may read wrong) or they have no readable footer (cut short: no
+    row reads). Their trials would otherwise silently train again. Names each file and how
+    many trials it held; with ``rerun`` (``--rerun-damaged``) moves them to
+    ``RESULTS/damaged/`` instead, so their trials train again."""
+    found = store.broken_files(results)
     if not found:
         return
     lines = []
-    for path, why in sorted(found.items()):
-        held = store.trials_in(path)
-        count = "trials unknown" if held is None else f"{len(held)} trials"
+    for path, why in found.items():
+        held = store.key_count(path)
+        count = "trials unknown" if held is None else f"{held} trial{'s' * (held != 1)}"
         if rerun:
             moved = store.set_aside(results, path)
             log.warning("damaged results file %s (%s, %s) moved to %s; its trials train "
@@ -198,7 +199,7 @@ def check_damaged(results: Path, rerun: bool) -> None:
         lines.append(f"{path} ({count}): {why}")
     if not rerun:
         raise InputError(
-            "cannot start the sweep: damaged results files (their checksums fail):\n  - "
+            "cannot start the sweep: damaged results files:\n  - "
             + "\n  - ".join(lines) + "\n  - restore them from a backup, or pass "
             "--rerun-damaged to move them to " + str(results / store.DAMAGED)
             + "/ (never deleted) and train their trials again")

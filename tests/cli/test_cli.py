@@ -59,7 +59,7 @@ def test_bad_input_exits_2_but_a_failure_after_launch_is_not_called_bad_input(
     assert code == 2 and out.startswith("error: --layers: [7] out of range")
     assert "Traceback" not in out
 
-    def broken(plan, out=None):
+    def broken(plan, out=None, ray_log=None):
         raise InputError("raised inside a running sweep")
 
     monkeypatch.setattr(launch, "connect", lambda plan, job=None: None)

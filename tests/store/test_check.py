@@ -33,7 +33,8 @@ def test_the_store_command_checks_and_compacts(tmp_path, capsys, write, fill):
     (tmp_path / "epochs" / f"{configs[0].trial_id}.parquet").write_bytes(b"disk fault")
     write(tmp_path, configs[1], status="error", epochs=0)
     code, out = cli(capsys, "store", "check", "--results", str(tmp_path))
-    assert code == 1 and f"unreadable file (delete or restore it): {tmp_path}" in out
+    assert code == 1 and "unreadable file (restore it" in out and str(tmp_path) in out
+    assert out.splitlines()[0].startswith("unreadable file") and "(1 trial)" in out
     assert "trials: 1 per-trial files, 1 compacted" in out
     code, out = cli(capsys, "store", "check", "--results", str(tmp_path / "missing"))
     assert code == 2
@@ -82,7 +83,7 @@ def test_a_flipped_byte_is_found_named_and_never_retrained_silently(tmp_path, ca
     assert out.splitlines()[0].startswith("damaged file (its checksums fail"), out
     assert str(damaged) in out.splitlines()[0]
     code, out = cli(capsys, *argv)  # the sweep stops before any trial, naming it
-    assert code == 2 and "damaged results files" in out and f"{damaged} (1 trials)" in out, out
+    assert code == 2 and "damaged results files" in out and f"{damaged} (1 trial)" in out, out
     assert damaged.exists()
     code, out = cli(capsys, *argv, "--rerun-damaged")
     assert code == 0 and "dry run: 1 of 2 trials would run" in out, out
@@ -90,3 +91,43 @@ def test_a_flipped_byte_is_found_named_and_never_retrained_silently(tmp_path, ca
     assert (results / "damaged" / "trials" / damaged.name).is_file()  # moved, not deleted
     code, out = cli(capsys, "store", "check", "--results", str(results))
     assert code == 0, out
+
+
+def test_a_compacted_file_cut_in_half_is_counted_named_and_never_retrained_silently(
+        tmp_path, capsys):
+    """A compacted trials file cut in half (no footer): the report says how many trials it
+    held instead of "no trials yet", `store check` leads with it, and the sweep stops
+    before training them again unless --rerun-damaged moves it aside."""
+    from tests.helpers import SyntheticStore, cli, save_tiny_model
+
+    model = save_tiny_model(tmp_path / "tiny", "bert", layers=4)
+    results = tmp_path / "results"
+    synth = SyntheticStore(results)
+    for seed in range(3):
+        for k in (0, 4):
+            synth.add("progressive", "rte", 0.6 + 0.01 * seed, seed=seed, model=str(model),
+                      reinit_layers=tuple(range(k, 4)), train_size=50, epochs=1,
+                      num_layers=4)
+    store.compact(results)
+    [path] = (results / "trials").glob(f"{store.COMPACTED_PREFIX}*.parquet")
+    assert store.key_count(path) == 6
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    assert store.key_count(path) == 6  # from its name: the file no longer says
+
+    code, out = cli(capsys, "report", "--results", str(results))
+    page = (results / "report" / "report.html").read_text()
+    assert f"6 trials unreadable in {path}" in out, out
+    assert "No trial of this store can be read" in page and "holds no trials yet" not in page
+    assert f"6 trials unreadable in {path}" in page
+    code, out = cli(capsys, "store", "check", "--results", str(results))
+    assert code == 1 and out.splitlines()[0].startswith("unreadable file"), out
+    assert f"{path} (6 trials)" in out.splitlines()[0]
+    argv = ["sweep", "progressive", "--model", str(model), "--tasks", "rte", "--sizes", "50",
+            "--seeds", "3", "--epochs", "1", "--k", "0", "4", "--results", str(results),
+            "--dry-run"]
+    code, out = cli(capsys, *argv)
+    assert code == 2 and f"{path} (6 trials): no readable Parquet footer" in out, out
+    assert "--rerun-damaged" in out and path.exists()
+    code, out = cli(capsys, *argv, "--rerun-damaged")
+    assert code == 0 and "dry run: 6 of 6 trials would run" in out, out
+    assert (results / "damaged" / "trials" / path.name).is_file()

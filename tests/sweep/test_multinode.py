@@ -72,6 +72,7 @@ def test_a_worker_node_killed_mid_sweep_loses_no_trial(tiny_bert, glue_dir, tmp_
     assert "6 ran ok, 0 failed" in out, out[-3000:]
     assert re.search(r"; [1-9]\d* retries", out), out[-3000:]  # the node's trial ran again
     assert "Traceback" not in driver_lines(out), out[-4000:]
+    assert not re.search(r"^\((raylet|pid=)", out, re.M), out[-4000:]  # Ray's lines: its log
     trials = store.load_trials(results)
     assert len(trials) == 6 and set(trials["status"]) == {"ok"}  # one row each, all ok
 
