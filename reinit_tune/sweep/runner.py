@@ -102,7 +102,6 @@ class Sweep:
             return self._launch(plan, self.out)
         with console.ray_output_to(console.log_path(plan.results_dir, plan.name),
                                    self.out) as terminal:
-            self._print(f"Ray's and Tune's own output: {terminal.log}", terminal.out)
             return self._launch(plan, terminal.out, terminal.log)
 
     def _launch(self, plan: Plan, out: TextIO | None,
