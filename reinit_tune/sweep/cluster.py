@@ -377,6 +377,9 @@ class HeadWatch:
                     continue
                 since = lost_since.setdefault(address, time.monotonic())
                 if time.monotonic() - since >= grace and not self._stop.is_set():
+                    # the driver on the head node loses both: the head is the cause
+                    if address != self.address and not answers(self.address, self.every_s):
+                        what = watched[self.address][1]
                     self.on_lost(what)
                     return
 

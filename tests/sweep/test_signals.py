@@ -87,6 +87,9 @@ def test_an_interrupted_sweep_prints_its_summary_exits_128_plus_the_signal_and_s
         assert "not finished" in out and "rerun the same command" in out, out[-3000:]
         assert "Traceback" not in driver_lines(out) and "Fatal Python error" not in out, \
             out[-3000:]
+        # Tune's own hint ("Tuner.restore(...)") is for Tune's users: it goes to the log
+        assert "Tuner.restore" not in out and out.count("rerun the same command") == 1, \
+            out[-3000:]
         assert 0 < len(stored(results)) < 12
         # ray.shutdown ran: the instance's raylet and GCS are gone with the command
         assert not reap(ray_processes) & {"raylet", "gcs_server"}
