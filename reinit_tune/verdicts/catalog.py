@@ -9,6 +9,13 @@ from __future__ import annotations
 
 from reinit_tune.verdicts.claim import Claim
 from reinit_tune.verdicts.conditions import Block, Kept, Permuted
+from reinit_tune.verdicts.probes import (
+    BestProbeBelowFinetuning,
+    ProbedBlock,
+    ProbeNearChance,
+    ProbePeak,
+    WithProbes,
+)
 from reinit_tune.verdicts.rule import Rule
 from reinit_tune.verdicts.statistics import (
     GAIN,
@@ -63,6 +70,48 @@ CLAIMS: tuple[Claim, ...] = (
         "of BERT become",
         SizeContrast(LATE_GAIN), "M(small) - M(large), M(n) = s(L) - s(q), Welch",
         tasks=TASKS_003, uses_q=True),
+    Claim(
+        "003-C4", "003", "P1", "layers that probe well are neither necessary nor sufficient",
+        "003 Abstract; Fig. 1 caption; §3; §4 (its definitions)",
+        "layers with high probing accuracy on downstream GLUE tasks are neither necessary nor "
+        "sufficient for high accuracy on those tasks",
+        ProbedBlock(),
+        "H = best-probing block; (a) 0.9F - P_H + 0.1E > 0 (not sufficient) and (b) 0.9F - "
+        "R_H + 0.1E < 0 (not necessary), paired by seed",
+        tasks=("sst2", "qnli"), figure="localized",
+        caveat="the 0.9 and 0.1 thresholds are claims.md's; which block is H depends on how "
+               "the probe is trained (pooling, lr, epochs)"),
+    Claim(
+        "003-C5", "003", "P1", "SST-2: early layers probe near chance yet give large gains",
+        "003 §3",
+        "these early layer parameters exhibit significant transferability: preserving them "
+        "while reinitializing all other layers enables large gains in finetuning accuracy",
+        WithProbes((("A(n) = s(q) - s(0) > 0", Contrast(
+            EARLY_GAIN, rule=Rule("threshold", 0.0, margin="against-abs"), share=G_Q)),
+                    ("003-C6(b): probes of layers 1..q near chance", ProbeNearChance()))),
+        "A(n) = s(q) - s(0) (contradicted below delta_abs) and every probe of layers 1..q "
+        "within 0.05 of chance; share G(q) shown",
+        sizes="not scarce", tasks=("sst2",), uses_q=True,
+        caveat="'large' is not quantified: G(q) is shown beside A"),
+    Claim(
+        "003-C6", "003", "P2", "SST-2 probing peaks late and is near chance in layers 1-3",
+        "003 §3",
+        "the probing accuracy of SST-2 is highest in the later layers of the network and near "
+        "chance at the earliest three layers",
+        ProbePeak(), "P(the best probe is at a hidden state > 3L/4), probe-seed bootstrap",
+        tasks=("sst2",), figure="probing",
+        caveat="part (b), the early probes near chance, is 003-C5's second part; a "
+               "well-optimized probe of mean-pooled early layers is usually above chance"),
+    Claim(
+        "003-C7", "003", "P2", "CoLA: probes at chance in every layer, finetuning high",
+        "003 §3; compare 000 App. B",
+        "while no layers of BERT contain explicit knowledge of the CoLA task as measured by "
+        "probing, the parameters ... still enable ... a high-performing model",
+        WithProbes((("a: every probe within 0.05 of chance", ProbeNearChance("all")),
+                    ("b: full model above the best probe", BestProbeBelowFinetuning()))),
+        "(a) every probe's upper bound <= chance + 0.05, Bonferroni; (b) s(L) - best probe, "
+        "Welch", tasks=("cola",),
+        caveat="MCC 0 is also what a probe that always predicts the majority class scores"),
     Claim(
         "003-C9", "003", "P1", "early blocks help more than late blocks",
         "003 §4; Fig. 2",

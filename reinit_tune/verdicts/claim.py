@@ -6,6 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reinit_tune.verdicts.probes import (
+    BestProbeBelowFinetuning,
+    ProbedBlock,
+    ProbeNearChance,
+    ProbePeak,
+    WithProbes,
+)
 from reinit_tune.verdicts.statistics import (
     All,
     Contrast,
@@ -18,7 +25,8 @@ from reinit_tune.verdicts.statistics import (
 )
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
-             | SeedValue)
+             | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
+             | WithProbes)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -28,19 +28,27 @@ def surgery_key(reinit: frozenset[int], order: tuple[int, ...] | None = None,
     return (reinit, order, float(multiplier), bool(layernorm))
 
 
+def probe_key(layer: int) -> tuple:
+    """A probe of hidden state ``layer`` (0: the embeddings) of the frozen encoder."""
+    return ("probe", int(layer))
+
+
 def surgery_columns(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with the ``KEY`` column conditions look up (None for runs with heads, a
-    probe or an intermediate task; the identity permutation is the original order)."""
+    """``rows`` with the ``KEY`` column conditions look up (a probe's ``probe_key``; None
+    for runs with heads or an intermediate task; the identity permutation is the original
+    order)."""
     out = rows.copy()
-    plain = ([not h for h in rows["reinit_heads"]]
-             & rows["probe_layer"].isna().to_numpy()
-             & rows["intermediate_task"].isna().to_numpy())
+    simple = ([not h for h in rows["reinit_heads"]]
+              & rows["intermediate_task"].isna().to_numpy())
+    probes = rows["probe_layer"].to_numpy(dtype=float)
     orders = [None if o is None or tuple(o) == tuple(range(len(o))) else tuple(o)
               for o in rows["layer_order"]]
-    out[KEY] = [surgery_key(frozenset(r or ()), o, m, bool(n)) if p else None
-                for r, o, m, n, p in zip(rows["reinit_layers"], orders,
-                                         rows["reinit_lr_multiplier"].astype(float),
-                                         rows["preserve_layernorm"], plain, strict=True)]
+    out[KEY] = [None if not ok else probe_key(int(p)) if p == p else
+                surgery_key(frozenset(r or ()), o, m, bool(n))
+                for r, o, m, n, p, ok in zip(rows["reinit_layers"], orders,
+                                             rows["reinit_lr_multiplier"].astype(float),
+                                             rows["preserve_layernorm"], probes, simple,
+                                             strict=True)]
     return out
 
 
@@ -130,6 +138,8 @@ class Permuted:
     @staticmethod
     def matches(key: tuple) -> bool:
         """Whether a run's surgery key is a shuffled order and nothing else."""
+        if len(key) != 4:  # a probe
+            return False
         reinit, order, multiplier, layernorm = key
         return order is not None and not reinit and multiplier == 1.0 and not layernorm
 
@@ -137,4 +147,21 @@ class Permuted:
         return "permutations (shuffled orders)"
 
 
-Condition = Kept | Block | Layer | Permuted
+@dataclass(frozen=True)
+class Probe:
+    """A linear probe of hidden state ``layer`` of the frozen pretrained encoder (003 §3,
+    App. D; 0 = the embeddings, ``layer`` = the output of layer ``layer``)."""
+
+    layer: int
+
+    family: ClassVar[str] = "probing"
+    min_runs: ClassVar[int] = 0
+
+    def key(self, num_layers: int) -> tuple:
+        return probe_key(self.layer)
+
+    def describe(self, num_layers: int) -> str:
+        return f"probing k={self.layer}"
+
+
+Condition = Kept | Block | Layer | Permuted | Probe

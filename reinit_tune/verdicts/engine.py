@@ -31,10 +31,11 @@ from reinit_tune.sweep.seeds import ON_DEMAND_FAMILIES
 from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
-from reinit_tune.verdicts.conditions import Kept
+from reinit_tune.verdicts.conditions import Kept, Probe
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group, groups
-from reinit_tune.verdicts.statistics import Finding
+from reinit_tune.verdicts.probes import ProbePeak
+from reinit_tune.verdicts.rule import Finding
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,11 @@ def _claim(claim: Claim, found: list[Group], results_dir: str) -> list[VerdictRo
                 for g in candidates]
     elif scope == "sizes":
         rows = _sizes(claim, candidates, results_dir)
+    elif scope == "probe":
+        probes = [g for g in found if (not claim.only_tasks or g.task in claim.tasks)
+                  and any(isinstance(c, Probe) and g.has(c)
+                          for c in ProbePeak().conditions(g.num_layers))]
+        rows = _probes(claim, candidates, probes, results_dir)
     else:
         rows = _tasks(claim, candidates, results_dir)
     rows += _overall(claim, rows)
@@ -142,6 +148,34 @@ def _sizes(claim: Claim, candidates: list[Group], results_dir: str) -> list[Verd
     return rows
 
 
+def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
+            results_dir: str) -> list[VerdictRow]:
+    """Each probe group with each finetuning group of its task, model and depth (any size
+    and protocol: probes train on the full split for 10 epochs); a claim about probes alone
+    takes each probe group by itself. A finetuning group without probes of its task gets a
+    "not enough data" row naming them."""
+    statistic = claim.statistic
+    rows = []
+    if not statistic.needs_finetune:
+        for probe in probes:
+            rows.append(_row(claim, probe, statistic.evaluate(None, probe, claim.n_min),
+                             results_dir))
+        return rows
+    finetuning = [g for g in candidates if g not in probes]
+    for group in finetuning:
+        mine = [p for p in probes if (p.task, p.model, p.num_layers)
+                == (group.task, group.model, group.num_layers)]
+        if not mine:
+            need = f"probing k=0..{group.num_layers} (full train, 10 epochs)"
+            rows.append(_row(claim, group, Finding(
+                Verdict.NOT_ENOUGH_DATA, missing=(need,), family="probing",
+                reason=f"missing: {need} for {group.task}"), results_dir))
+        for probe in mine:
+            rows.append(_row(claim, group, statistic.evaluate(group, probe, claim.n_min),
+                             results_dir, probe=probe))
+    return rows
+
+
 def _tasks(claim: Claim, candidates: list[Group], results_dir: str) -> list[VerdictRow]:
     rows = []
     for part in _by(candidates, lambda g: (g.size, g.protocol)):
@@ -156,7 +190,7 @@ def _tasks(claim: Claim, candidates: list[Group], results_dir: str) -> list[Verd
 
 def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
          large: Group | None = None, pair: Group | None = None, method: str | None = None,
-         published_value: float | None = None) -> VerdictRow:
+         published_value: float | None = None, probe: Group | None = None) -> VerdictRow:
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value
     seeds = None
@@ -164,6 +198,10 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
             finding.boundary is not None:
         seeds = seeds_to_decide(interval, finding.boundary)
     size = group.size if large is None else f"{group.size} vs {large.size}"
+    differs = dict(group.differs)
+    if probe is not None:  # the probes' own size and protocol, where they differ
+        size += f" (probes: {probe.size})"
+        differs.update({f"probe {k}": v for k, v in probe.differs})
     in_scope = large is not None or claim.in_scope(group.examples)
     reason = finding.reason
     if not reason and finding.rule is not None and interval is not None:
@@ -177,7 +215,8 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
             "(an estimate)")
     command = None
     if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family:
-        sizes = " ".join(_size_arg(g) for g in (group, large) if g is not None)
+        sizes = ("full" if finding.family == "probing" else
+                 " ".join(_size_arg(g) for g in (group, large) if g is not None))
         n = max(seeds or claim.n_min, claim.n_min)
         how = f"--seeds {n}"
         if seeds is not None and finding.family in ON_DEMAND_FAMILIES:
@@ -192,7 +231,7 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     return VerdictRow(
         claim=claim.id, verdict=str(finding.verdict),
         task=group.task if pair is None else f"{group.task} / {pair.task}",
-        train_size=size, model=group.model, differs=dict(group.differs),
+        train_size=size, model=group.model, differs=differs,
         estimate=None if interval is None else interval.estimate,
         ci_low=None if interval is None or not interval.defined else interval.low,
         ci_high=None if interval is None or not interval.defined else interval.high,
@@ -248,7 +287,8 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
     have = sorted({g.task for g in found})
     what = {"sizes": f"{claim.figure} runs at two sizes at least "
                      f"{getattr(claim.statistic, 'ratio', 10):g}x apart of one task",
-            "tasks": f"{claim.figure} runs of the same permutations on two tasks"
+            "tasks": f"{claim.figure} runs of the same permutations on two tasks",
+            "probe": f"probes of every hidden state and {claim.figure} runs of one task"
             }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
     return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,
                       train_size=None, model=None, published=claim.published,

@@ -28,7 +28,7 @@ COLUMNS = ("trial_id", "status", "experiment", "task", "train_size", "train_frac
            "train_examples", "seed", "score", "metric", "model", "num_layers", "lr",
            "batch_size", "epochs", "max_seq_length", "precision", "length_grouped",
            "init_scheme", "schedule", "warmup_ratio", "data_fingerprint", "data_subset",
-           "model_fingerprint", "reused_from", *SURGERY_FIELDS)
+           "model_fingerprint", "reused_from", "majority_score", *SURGERY_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,9 @@ class Group:
     differs: tuple[tuple[str, str], ...]
     surgeries: dict[tuple, tuple[np.ndarray, dict[str, np.ndarray]]] = field(
         compare=False, repr=False)
+    # what predicting the dev majority class scores on the group's metric (its runs'
+    # ``majority_score``): the chance level of a probe; None where no run recorded it
+    chance: float | None = None
     _cells: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -98,6 +101,7 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
         if column not in rows:
             rows = rows.assign(**{column: None})
     rows = rows.reset_index(drop=True)
+    rows["majority_score"] = pd.to_numeric(rows["majority_score"], errors="coerce")
     if "size" not in rows:  # a frame of ``frames.load`` (the report's) is normalized already
         rows = frames.normalize(rows)
     rows = frames.split(rows, series=["task", "train_size"], x=SURGERY_FIELDS)
@@ -107,12 +111,13 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
     rows["_group"] = rows.groupby(keys, sort=True, dropna=False).ngroup()
     heads = rows.groupby("_group", sort=True).agg(
         **{k: (k, "first") for k in [*keys, "metric", *fields]},
-        examples=("train_examples", "median"))
+        examples=("train_examples", "median"), chance=("majority_score", "median"))
     surgeries = _surgeries(rows, values)
     return [Group(str(h.task_name), str(h.size), float(h.examples), str(h.setting or ""),
                   str(h.model), int(h.num_layers), str(h.metric),
                   tuple((f, _text(getattr(h, f))) for f in fields),
-                  surgeries.get(g, {}))
+                  surgeries.get(g, {}),
+                  None if pd.isna(h.chance) else float(h.chance))
             for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
 
 

@@ -27,15 +27,19 @@ class Rule:
 
     kind: str = "directional"
     value: float = 0.0
-    margin: str | None = None  # "abs": value is δ_abs of the group's metric (§0.5)
+    # "abs": ``value`` is δ_abs of the group's metric (§0.5); "against-abs": ``against`` is
+    margin: str | None = None
     against: float | None = None  # a threshold's own contradiction boundary, if not value
 
     def at(self, metric: str) -> Rule:
         """This rule with a metric-dependent margin resolved: δ_abs = 0.01 for accuracy,
         F1 and EM, 0.02 for MCC and correlations."""
-        if self.margin != "abs":
-            return self
-        return Rule(self.kind, 0.02 if metric in LOOSE_METRICS else 0.01, None, self.against)
+        delta = 0.02 if metric in LOOSE_METRICS else 0.01
+        if self.margin == "abs":
+            return Rule(self.kind, delta, None, self.against)
+        if self.margin == "against-abs":
+            return Rule(self.kind, self.value, None, delta)
+        return self
 
     def decide(self, interval: Interval) -> Verdict:
         if self.kind == "directional":

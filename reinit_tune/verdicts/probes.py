@@ -1,0 +1,270 @@
+"""The statistics of claims about probes (003 §3-4): what a linear probe of each hidden state
+of the frozen encoder scores, against chance and against finetuning.
+
+A probe group (the runs of the probing family for one task and model: full train, 10
+epochs) is never the finetuning group (another size and number of epochs), so these
+statistics take both: ``evaluate(finetune, probe, n_min)`` with ``finetune`` the group of
+the finetuning runs of the same task, model and depth (None for a claim about probes alone).
+The engine pairs them (scope "probe"). A probe's units are its seeds; the two groups are
+independent, so a contrast between them is Welch's.
+
+- ``ProbePeak``: 003-C6(a), the bootstrap probability that the best-probing hidden state is
+  in the late region (l > 3L/4).
+- ``ProbeNearChance``: 003-C6(b) / 003-C7(a), every probed state of a range is within
+  ``margin`` of chance (the dev majority-class score), Bonferroni over the range.
+- ``BestProbeBelowFinetuning``: 003-C7(b), the full finetuned model above the best probe.
+- ``ProbedBlock``: 003-C4, the best-probing block H is neither sufficient (keeping only H:
+  0.9F − P_H + 0.1E > 0) nor necessary (reinitializing only H: 0.9F − R_H + 0.1E < 0).
+- ``WithProbes``: a conjunction of parts of either scope (003-C5: a finetuning contrast and
+  the early probes near chance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from reinit_tune.inference import (
+    Interval,
+    Verdict,
+    bonferroni_level,
+    conjunction,
+    directional,
+    unpaired_contrast,
+)
+from reinit_tune.verdicts.conditions import Block, Condition, Kept, Probe
+from reinit_tune.verdicts.depth import block_name, blocks, map_layer
+from reinit_tune.verdicts.groups import Group
+from reinit_tune.verdicts.rule import Finding, Rule
+from reinit_tune.verdicts.statistics import Contrast
+
+RESAMPLES = 10_000
+
+
+def _probe_missing(probe: Group, layers: range | list[int], n_min: int) -> tuple[str, ...]:
+    return tuple(f"probing k={layer}" + (f" ({n} run{'s' * (n != 1)})" if n else "")
+                 for layer in layers if (n := len(probe.cell(Probe(layer)))) < n_min)
+
+
+def _not_enough(missing: tuple[str, ...], where: Group, family: str = "probing") -> Finding:
+    return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
+                   reason="missing: " + ", ".join(missing) + f" for {where.task}")
+
+
+def probe_means(probe: Group, layers: range | list[int]) -> np.ndarray:
+    return np.array([probe.cell(Probe(layer)).mean() for layer in layers])
+
+
+@dataclass(frozen=True)
+class ProbePeak:
+    """003-C6(a): P(argmax_l p(l) > 3L/4) over a bootstrap of the probe seeds (resampled
+    jointly across layers where the layers share their seeds); supported at P ≥ 0.95,
+    contradicted at P ≤ 0.05 (claims.md)."""
+
+    needs_finetune = False
+    scope = "probe"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Probe(layer) for layer in range(num_layers + 1)]
+
+    def evaluate(self, finetune: Group | None, probe: Group, n_min: int) -> Finding:
+        layers = range(probe.num_layers + 1)
+        if missing := _probe_missing(probe, layers, n_min):
+            return _not_enough(missing, probe)
+        late = 3 * probe.num_layers / 4
+        cells = [probe.cell(Probe(layer)) for layer in layers]
+        seeds = cells[0].index
+        for cell in cells[1:]:
+            seeds = seeds.intersection(cell.index)
+        rng = np.random.default_rng(0)
+        if len(seeds) >= 2:  # paired: one seed's probes of every layer resampled together
+            matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
+            rows = rng.integers(0, len(seeds), size=(RESAMPLES, len(seeds)))
+            means = matrix[rows].mean(axis=1)
+        else:
+            means = np.column_stack([
+                c.to_numpy()[rng.integers(0, len(c), size=(RESAMPLES, len(c)))].mean(axis=1)
+                for c in cells])
+        p_late = float((means.argmax(axis=1) > late).mean())
+        best = int(np.argmax(probe_means(probe, layers)))
+        verdict = (Verdict.SUPPORTED if p_late >= 0.95 else
+                   Verdict.CONTRADICTED if p_late <= 0.05 else Verdict.INCONCLUSIVE)
+        n = tuple(len(c) for c in cells)
+        return Finding(verdict, Interval(p_late, np.nan, np.nan, "bootstrap P", n),
+                       reason=(f"the best probe is k={best} of {probe.num_layers}; "
+                               f"P(best probe at k > {late:g}) = {p_late:.3f} over "
+                               f"{RESAMPLES:,} resamples of the probe seeds (decides at "
+                               ">= 0.95 / <= 0.05)"),
+                       family="probing")
+
+
+@dataclass(frozen=True)
+class ProbeNearChance:
+    """Every probed hidden state of ``layers`` within ``margin`` of chance: each probe's
+    upper bound (Bonferroni over the range) ≤ chance + margin supports, any lower bound
+    above it contradicts. ``layers``: "early" (1..q, q the paper's first three mapped onto
+    the model) or "all" (0..L). Chance: what predicting the dev majority class scores on
+    the group's metric (0 for MCC)."""
+
+    layers: str = "early"
+    margin: float = 0.05
+    needs_finetune = False
+    scope = "probe"
+
+    def probed(self, num_layers: int) -> list[int]:
+        if self.layers == "early":
+            return list(range(1, map_layer(3, num_layers).layers + 1))
+        return list(range(num_layers + 1))
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Probe(layer) for layer in self.probed(num_layers)]
+
+    def evaluate(self, finetune: Group | None, probe: Group, n_min: int) -> Finding:
+        layers = self.probed(probe.num_layers)
+        if missing := _probe_missing(probe, layers, n_min):
+            return _not_enough(missing, probe)
+        if probe.chance is None:
+            return Finding(Verdict.NOT_ENOUGH_DATA, family="probing",
+                           missing=("the dev majority-class score",),
+                           reason="the probes recorded no majority-class score (chance)")
+        bound = probe.chance + self.margin
+        level = bonferroni_level(len(layers))
+        # each probe's mean minus the bound: > 0 is a probe above chance + margin
+        intervals = [unpaired_contrast([probe.cell(Probe(layer)).to_numpy() - bound], [1.0],
+                                       level) for layer in layers]
+        worst = max(intervals, key=lambda i: i.estimate)
+        if all(i.defined and i.high <= 0 for i in intervals):
+            verdict = Verdict.SUPPORTED
+        elif any(i.defined and i.low > 0 for i in intervals):
+            verdict = Verdict.CONTRADICTED
+        else:
+            verdict = Verdict.INCONCLUSIVE
+        shown = ", ".join(f"k={layer} {probe.cell(Probe(layer)).mean():.3f}"
+                          for layer in layers)
+        return Finding(verdict, worst, rule=Rule("directional", -1), family="probing",
+                       reason=(f"probes {shown} against chance {probe.chance:.3f} + "
+                               f"{self.margin:g}; the highest probe minus that bound shown, "
+                               f"Bonferroni level {level:.4f} over {len(layers)}"))
+
+
+@dataclass(frozen=True)
+class BestProbeBelowFinetuning:
+    """003-C7(b): s̄_ft(L) − p̄(l*) > 0, l* the best-probing hidden state, by Welch (the
+    probe and finetuning groups are independent)."""
+
+    needs_finetune = True
+    scope = "probe"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept("F")]
+
+    def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
+        layers = range(probe.num_layers + 1)
+        missing = _probe_missing(probe, layers, n_min)
+        full = finetune.cell(Kept("F"))
+        if len(full) < n_min:
+            missing += (Kept("F").describe(finetune.num_layers),)
+        if missing:
+            return _not_enough(missing, finetune, "probing" if len(full) >= n_min
+                               else "progressive")
+        best = int(np.argmax(probe_means(probe, layers)))
+        interval = unpaired_contrast([full.to_numpy(), probe.cell(Probe(best)).to_numpy()],
+                                     [1.0, -1.0])
+        return Finding(directional(interval), interval, rule=Rule(), family="progressive",
+                       reason=f"the full finetuned model minus the best probe (k={best})")
+
+
+@dataclass(frozen=True)
+class ProbedBlock:
+    """003-C4 by 003 §4's own definitions: H, the block whose probes score highest (mean
+    over its layers' probes), must be neither sufficient, (a) c_a = 0.9F − P_H + 0.1E > 0
+    (keeping only H recovers less than 90% of the pretraining gain), nor necessary, (b)
+    c_b = 0.9F − R_H + 0.1E < 0 (reinitializing only H loses less than 10% of it): a
+    conjunction of two [LIN] contrasts in the finetuning group. H must be stable: it wins
+    in ≥ 80% of the probe-seed bootstraps or beats the runner-up by more than δ_abs;
+    otherwise inconclusive ("H unstable")."""
+
+    threshold: float = 0.9
+    stable: float = 0.8
+    needs_finetune = True
+    scope = "probe"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept("F"), Kept("E"), *(Block(b, kept) for b in range(len(blocks(num_layers)))
+                                        for kept in (True, False))]
+
+    def best_block(self, probe: Group) -> tuple[int, float, float]:
+        """H, the share of bootstrap resamples it wins, and its lead over the runner-up."""
+        parts = blocks(probe.num_layers)
+        cells = [[probe.cell(Probe(i + 1)) for i in part] for part in parts]
+        means = np.array([np.mean([c.mean() for c in part]) for part in cells])
+        order = np.argsort(means)[::-1]
+        rng = np.random.default_rng(0)
+        draws = np.column_stack([
+            np.mean([c.to_numpy()[rng.integers(0, len(c), size=(RESAMPLES, len(c)))]
+                     .mean(axis=1) for c in part], axis=0) for part in cells])
+        wins = float((draws.argmax(axis=1) == order[0]).mean())
+        lead = float(means[order[0]] - means[order[1]]) if len(order) > 1 else np.inf
+        return int(order[0]), wins, lead
+
+    def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
+        missing = _probe_missing(probe, range(1, probe.num_layers + 1), n_min)
+        if missing:
+            return _not_enough(missing, probe)
+        h, wins, lead = self.best_block(probe)
+        name = block_name(blocks(probe.num_layers)[h])
+        t = self.threshold
+        full, none = Kept("F"), Kept("E")
+        parts = (("a: not sufficient", Contrast(((full, t), (Block(h, True), -1.0),
+                                                 (none, 1 - t)))),
+                 ("b: not necessary", Contrast(((full, t), (Block(h, False), -1.0),
+                                                (none, 1 - t)), rule=Rule("directional", -1))))
+        found = [(label, part.evaluate(finetune, n_min)) for label, part in parts]
+        missing = tuple(m for _, f in found for m in f.missing)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="localized",
+                           reason="missing: " + ", ".join(missing) + f" at {finetune}")
+        margin = Rule("equivalence", margin="abs").at(finetune.metric).value
+        stable = wins >= self.stable or lead > margin
+        verdict = conjunction([f.verdict for _, f in found])
+        if not stable and verdict is not Verdict.NOT_ENOUGH_DATA:
+            verdict = Verdict.INCONCLUSIVE
+        shown = next((f for _, f in found if f.verdict is verdict), found[0][1])
+        named = "; ".join(
+            f"({label}) {f.verdict} {f.interval.estimate:+.4f} [{f.interval.low:+.4f}, "
+            f"{f.interval.high:+.4f}]" for label, f in found if f.interval is not None)
+        return Finding(verdict, shown.interval, rule=shown.rule, family="localized",
+                       reason=(f"H = block {name} (best probes; wins {wins:.0%} of probe "
+                               f"resamples, lead {lead:+.3f}"
+                               + ("" if stable else ": H unstable") + f"); {named}"))
+
+
+@dataclass(frozen=True)
+class WithProbes:
+    """A conjunction of parts, each a finetuning ``Contrast`` (evaluated in the finetuning
+    group) or a probe statistic: supported if every part is, contradicted if any is."""
+
+    parts: tuple[tuple[str, object], ...]
+    needs_finetune = True
+    scope = "probe"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [c for _, part in self.parts for c in part.conditions(num_layers)]
+
+    def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
+        found = [(label, part.evaluate(finetune, n_min) if isinstance(part, Contrast)
+                  else part.evaluate(finetune, probe, n_min)) for label, part in self.parts]
+        missing = tuple(m for _, f in found for m in f.missing)
+        verdict = conjunction([f.verdict for _, f in found])
+        if missing:
+            first = next(f for _, f in found if f.missing)
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=first.family,
+                           reason="missing: " + ", ".join(missing) + f" for {finetune.task}")
+        shown = next((f for _, f in found if f.verdict is verdict), found[0][1])
+        named = "; ".join(
+            f"({label}) {f.verdict}" + (f" {f.interval.estimate:+.4f}"
+                                        if f.interval is not None else "")
+            for label, f in found)
+        return Finding(verdict, shown.interval, rule=shown.rule, share=shown.share,
+                       family=shown.family, reason=named)
