@@ -95,5 +95,8 @@ def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, 
     assert not list((tmp_path / "shared").glob("ray-token-*"))  # the job's token is gone
     import psutil  # the job's Ray nodes stopped with it: no GCS left for ray.init to join
 
+    from pathlib import Path
+
+    assert not Path("/tmp/ray/ray_current_cluster").exists()  # nothing for ray.init to join
     assert not [p for p in psutil.process_iter(["name", "status"])
                 if p.info["name"] == "gcs_server" and p.info["status"] != psutil.STATUS_ZOMBIE]
