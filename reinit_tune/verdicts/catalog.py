@@ -8,7 +8,7 @@ existing statistic kind is adding an entry here. Thresholds the papers leave ope
 from __future__ import annotations
 
 from reinit_tune.verdicts.claim import Claim
-from reinit_tune.verdicts.conditions import Block, Kept, Permuted
+from reinit_tune.verdicts.conditions import Block, Kept, Layer, Permuted
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
     ProbedBlock,
@@ -25,6 +25,7 @@ from reinit_tune.verdicts.statistics import (
     SeedValue,
     ShareShift,
     SizeContrast,
+    SpreadRatio,
     TaskCorrelation,
     Trend,
 )
@@ -124,6 +125,17 @@ CLAIMS: tuple[Claim, ...] = (
         "(a) s(only first block kept) - s(only last block kept); (b) shown in the reason",
         tasks=TASKS_003, figure="localized"),
     Claim(
+        "003-C10", "003", "P2", "QNLI relies most on the early layers (part a)",
+        "003 §4; Fig. 2 caption",
+        "QNLI appears to be less able to reconstruct processing in the early layers relative "
+        "to the other two tasks",
+        All(tuple((f"a: P_first - P_{b + 1} > 0", Contrast(
+            ((Block(0, True), 1.0), (Block(b, True), -1.0)), bonferroni=3))
+            for b in (1, 2, 3))),
+        "P_first - P_b for each other block b, paired by seed, Bonferroni over 3",
+        tasks=("qnli",), only_tasks=True, figure="localized",
+        caveat="part (b), N_first of QNLI above SST-2's and CoLA's, is not evaluated"),
+    Claim(
         "003-C13", "003", "P1", "shuffling the layer order lowers accuracy",
         "003 §1 finding 4; §5; Fig. 3",
         "Reordering the pretrained BERT layers prior to finetuning significantly decreases "
@@ -164,6 +176,16 @@ CLAIMS: tuple[Claim, ...] = (
         tasks=TASKS_003, figure="single_layer",
         caveat="CoLA layer 1 is the paper's own exception (003-C18)"),
     Claim(
+        "003-C18", "003", "P2", "reinitializing layer 1 hurts CoLA",
+        "003 App. C", "(with the exception of reinitializing the first layer on CoLA "
+        "performance)",
+        Contrast(((F, 0.9), (Layer(1), -1.0), (E, 0.1))),
+        "F - s(layer 1 reinitialized) - 0.1 (F - E), paired by seed (> 0: the drop exceeds "
+        "10% of the pretraining gain)",
+        tasks=("cola",), only_tasks=True, figure="single_layer",
+        caveat="contradicted here when the drop is significantly below 10% of the gain "
+               "(claims.md: equivalent to 0 within delta_abs)"),
+    Claim(
         "003-C21", "003", "P2", "5x learning rate on reinitialized layers does not help",
         "003 App. E; Fig. 6",
         "A higher learning rate appears to increase the variance of the evaluation metrics "
@@ -179,6 +201,23 @@ CLAIMS: tuple[Claim, ...] = (
         Contrast(_variant(layernorm=True), rule=Rule("non-superiority", margin="abs")),
         "mean over k < L of s(LayerNorm kept) - s(LayerNorm redrawn), paired by seed",
         tasks=TASKS_003, figure="variants"),
+    Claim(
+        "003-C22", "003", "P2", "5x learning rate on reinitialized layers increases variance",
+        "003 App. E; Fig. 6",
+        "A higher learning rate appears to increase the variance of the evaluation metrics",
+        SpreadRatio(), "sigma(LR x5) / sigma(LR x1), pooled over the cells k < L (F interval)",
+        tasks=TASKS_003, figure="variants"),
+    Claim(
+        "000-C7", "000", "P2", "~670 examples: the middle layers are worth ~5 points on SST-2 "
+        "(part a)", "000 §6.1.3",
+        "For SST-2, we see that reinitializing the middle layers also leads to considerable "
+        "drops in accuracy, by about 5% points.",
+        Contrast(lambda n: ((Kept(round(2 * n / 3)), 1.0), (Kept(round(n / 3)), -1.0))),
+        "s(2L/3) - s(L/3), paired by seed (the middle third of the layers kept or not)",
+        sizes="scarce", tasks=("sst2",), only_tasks=True, published="about 5 points",
+        published_value=0.05,
+        caveat="parts (b) QNLI near 0 and (c) the middle share larger on SST-2 are not "
+               "evaluated"),
     Claim(
         "004-C1", "004", "P1", "early-layer gain large with plentiful data, small when scarce",
         "004 Abstract (v2); v2 Fig. 2",

@@ -20,13 +20,14 @@ from reinit_tune.verdicts.statistics import (
     SeedValue,
     ShareShift,
     SizeContrast,
+    SpreadRatio,
     TaskCorrelation,
     Trend,
 )
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
-             | WithProbes)
+             | WithProbes | SpreadRatio)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -34,6 +34,7 @@ from reinit_tune.inference import (
     paired_contrast,
     trend,
     unpaired_contrast,
+    variance_ratio,
 )
 from reinit_tune.inference.bootstrap import Group as BootGroup
 from reinit_tune.verdicts.conditions import Condition, Kept, Layer, Permuted
@@ -96,6 +97,7 @@ class Contrast:
     rule: Rule = Rule()
     needs_gain: bool = False
     share: tuple[Terms, Terms] | None = None
+    bonferroni: int = 1  # the claim's contrasts this one is one of: level 1 - 0.05/m
     scope = "group"
 
     def conditions(self, num_layers: int) -> list[Condition]:
@@ -107,7 +109,8 @@ class Contrast:
     def evaluate(self, group: Group, n_min: int) -> Finding:
         terms = self.resolve(group.num_layers)
         rule = self.rule.at(group.metric)
-        interval, missing, family = lin([group], [terms], n_min)
+        interval, missing, family = lin([group], [terms], n_min,
+                                        bonferroni_level(self.bonferroni))
         if interval is None:
             return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
                            reason="missing: " + ", ".join(missing) + f" at {group}")
@@ -324,6 +327,47 @@ class All:
                   if missing else named)
         return Finding(verdict, first.interval, reason, first.rule, missing=missing,
                        family=first.family)
+
+
+@dataclass(frozen=True)
+class SpreadRatio:
+    """[VAR] σ(variant) / σ(standard): the pooled within-cell SDs over seeds of the
+    progressive cells k < L (each cell's own mean removed), with the F interval; supported
+    if its lower bound is above 1, contradicted if its upper bound is below 1. The
+    Brown–Forsythe p (deviations from each cell's median) and the collapsed runs (at the
+    dev majority rate or 1 − it) are in the reason: a few diverged runs can make the whole
+    difference. At least ``min_cells`` cells with ``n_min`` seeds each."""
+
+    multiplier: float = 5.0
+    min_cells: int = 3
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [c for k in range(num_layers)
+                for c in (Kept(k, self.multiplier), Kept(k))]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        pairs = [(group.cell(Kept(k, self.multiplier)), group.cell(Kept(k)))
+                 for k in range(group.num_layers)]
+        both = [(a, b) for a, b in pairs if len(a) >= n_min and len(b) >= n_min]
+        if len(both) < self.min_cells:
+            need = (f"{self.min_cells} cells k < L with LR x{self.multiplier:g} and x1, "
+                    f"{n_min} seeds each ({len(both)} found)")
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=(need,), family="variants",
+                           reason=f"missing: {need} at {group}")
+        interval, brown_forsythe = variance_ratio([a.to_numpy() for a, _ in both],
+                                                  [b.to_numpy() for _, b in both])
+        rule = Rule("threshold", 1.0, against=1.0)
+        collapsed = ""
+        if group.chance is not None:
+            runs = np.concatenate([a.to_numpy() for a, _ in both])
+            flat = np.isclose(runs, group.chance) | np.isclose(runs, 1 - group.chance)
+            collapsed = f"; {int(flat.sum())} of {runs.size} x{self.multiplier:g} runs " \
+                        "at the majority rate or 1 - it"
+        return Finding(rule.decide(interval), interval, rule=rule, family="variants",
+                       reason=(f"sigma(LR x{self.multiplier:g}) / sigma(x1) over {len(both)} "
+                               f"cells k < L; Brown-Forsythe p {brown_forsythe:.3g}"
+                               + collapsed))
 
 
 @dataclass(frozen=True)

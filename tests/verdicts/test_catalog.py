@@ -1,0 +1,93 @@
+"""Claims declared in the catalog beyond the P1 set (003-C10, C18, C22; 000-C7) on planted
+stores written with the store's writer, each estimate checked against statsmodels/scipy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+from statsmodels.stats.weightstats import DescrStatsW
+
+from tests.helpers import SyntheticStore, plant_localized, plant_progressive
+from tests.verdicts.test_engine import NED, one, paired_t, verdicts
+
+
+# -- 003-C18: reinitializing layer 1 hurts CoLA -------------------------------------------
+@pytest.mark.parametrize("layer1,want", [(0.3, "supported"), (0.49, "contradicted")])
+def test_003_c18(tmp_path, layer1, want):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(3)
+    cells = {"E": [], "F": [], "1": []}
+    for seed in range(5):
+        for key, mean, reinit in (("E", 0.05, range(6)), ("F", 0.5, ()), ("1", layer1, (0,))):
+            s = float(mean + rng.normal(0, 0.01))
+            synth.add("single_layer", "cola", s, seed=seed, reinit_layers=reinit, num_layers=6)
+            cells[key].append(s)
+    e, f, one_ = (np.array(cells[k]) for k in ("E", "F", "1"))
+    row = one(verdicts(tmp_path, "003-C18"), "cola")
+    assert row.verdict == want
+    est, low, high = paired_t(0.9 * f - one_ + 0.1 * e)
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+    assert not [r for r in verdicts(tmp_path, "003-C18") if r.task == "sst2"]
+
+
+# -- 003-C22: a 5x learning rate increases the spread over seeds ----------------------------
+@pytest.mark.parametrize("noise5,want", [(0.05, "supported"), (0.002, "contradicted"),
+                                         (0.01, "inconclusive")])
+def test_003_c22(tmp_path, noise5, want):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(4)
+    fast, standard = [], []
+    for k in range(6):
+        for multiplier, noise, cells in ((5.0, noise5, fast), (1.0, 0.01, standard)):
+            runs = [float(0.7 + 0.02 * k + rng.normal(0, noise)) for _ in range(6)]
+            for seed, s in enumerate(runs):
+                synth.add("variants", "sst2", s, seed=seed, reinit_layers=range(k, 6),
+                          num_layers=6, reinit_lr_multiplier=multiplier)
+            cells.append(np.array(runs))
+    row = one(verdicts(tmp_path, "003-C22"), "sst2")
+    assert row.verdict == want, row.reason
+    pooled = [sum(c.var(ddof=1) * 5 for c in cells) / 30 for cells in (fast, standard)]
+    ratio = pooled[0] / pooled[1]
+    low, high = ratio / stats.f.ppf(0.975, 30, 30), ratio / stats.f.ppf(0.025, 30, 30)
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(
+        tuple(np.sqrt([ratio, low, high])))
+    assert "Brown-Forsythe p" in row.reason
+
+
+def test_003_c22_needs_three_cells(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    for k in (0, 1):
+        for seed in range(4):
+            for multiplier in (1.0, 5.0):
+                synth.add("variants", "sst2", 0.7 + 0.01 * seed, seed=seed,
+                          reinit_layers=range(k, 6), num_layers=6,
+                          reinit_lr_multiplier=multiplier)
+    row = one(verdicts(tmp_path, "003-C22"), "sst2")
+    assert row.verdict == NED and "(2 found)" in row.reason
+    assert "reinit-tune sweep variants" in row.command
+
+
+# -- 003-C10 (a): on QNLI the first block, kept alone, beats every other block -------------
+@pytest.mark.parametrize("second,want", [(0.6, "supported"), (0.85, "contradicted")])
+def test_003_c10(tmp_path, second, want):
+    synth = SyntheticStore(tmp_path)
+    means = {"E": 0.5, "F": 0.9, ("kept", 0): 0.8, ("kept", 1): second, ("kept", 2): 0.6,
+             ("kept", 3): 0.55}
+    runs = plant_localized(synth, "qnli", means, seeds=5)
+    row = one(verdicts(tmp_path, "003-C10"), "qnli")
+    assert row.verdict == want, row.reason
+    shown = runs[("kept", 0)] - runs[("kept", 1)]  # (a) vs the second block comes first
+    low, high = DescrStatsW(shown).tconfint_mean(0.05 / 3)  # Bonferroni over 3
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((shown.mean(), low, high))
+
+
+# -- 000-C7 (a): at ~670 examples the middle layers are worth ~5 points on SST-2 ------------
+def test_000_c7_middle_layers_at_small_data(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    runs = plant_progressive(synth, "sst2", 670, {0: 0.5, 2: 0.7, 4: 0.75, 6: 0.8}, seeds=10)
+    row = one(verdicts(tmp_path, "000-C7"), "sst2")
+    assert row.verdict == "supported"
+    est, low, high = paired_t(runs[4] - runs[2])
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+    assert row.published_value == 0.05 and row.published_in_ci == (low <= 0.05 <= high)
