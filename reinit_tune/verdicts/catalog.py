@@ -92,7 +92,7 @@ CLAIMS: tuple[Claim, ...] = (
                     ("003-C6(b): probes of layers 1..q near chance", ProbeNearChance()))),
         "A(n) = s(q) - s(0) (contradicted below delta_abs) and every probe of layers 1..q "
         "within 0.05 of chance; share G(q) shown",
-        sizes="not scarce", tasks=("sst2",), uses_q=True,
+        sizes="not scarce", tasks=("sst2",), only_tasks=True, uses_q=True,
         caveat="'large' is not quantified: G(q) is shown beside A"),
     Claim(
         "003-C6", "003", "P2", "SST-2 probing peaks late and is near chance in layers 1-3",
@@ -100,7 +100,7 @@ CLAIMS: tuple[Claim, ...] = (
         "the probing accuracy of SST-2 is highest in the later layers of the network and near "
         "chance at the earliest three layers",
         ProbePeak(), "P(the best probe is at a hidden state > 3L/4), probe-seed bootstrap",
-        tasks=("sst2",), figure="probing",
+        tasks=("sst2",), only_tasks=True, figure="probing",
         caveat="part (b), the early probes near chance, is 003-C5's second part; a "
                "well-optimized probe of mean-pooled early layers is usually above chance"),
     Claim(
@@ -111,7 +111,7 @@ CLAIMS: tuple[Claim, ...] = (
         WithProbes((("a: every probe within 0.05 of chance", ProbeNearChance("all")),
                     ("b: full model above the best probe", BestProbeBelowFinetuning()))),
         "(a) every probe's upper bound <= chance + 0.05, Bonferroni; (b) s(L) - best probe, "
-        "Welch", tasks=("cola",),
+        "Welch", tasks=("cola",), only_tasks=True,
         caveat="MCC 0 is also what a probe that always predicts the majority class scores"),
     Claim(
         "003-C9", "003", "P1", "early blocks help more than late blocks",

@@ -215,8 +215,11 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
             "(an estimate)")
     command = None
     if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family:
-        sizes = ("full" if finding.family == "probing" else
-                 " ".join(_size_arg(g) for g in (group, large) if g is not None))
+        sizes = " ".join(_size_arg(g) for g in (group, large) if g is not None)
+        if finding.family == "probing":  # more probes at the probes' size, else the paper's
+            probed = probe or (group if claim.statistic.scope == "probe"
+                               and not claim.statistic.needs_finetune else None)
+            sizes = _size_arg(probed) if probed is not None else "full"
         n = max(seeds or claim.n_min, claim.n_min)
         how = f"--seeds {n}"
         if seeds is not None and finding.family in ON_DEMAND_FAMILIES:
