@@ -68,7 +68,7 @@ def test_003_c6_needs_a_probe_of_every_hidden_state(tmp_path):
     plant_probes(synth, "sst2", [0.5, 0.51, 0.52, 0.6, 0.7, 0.8, 0.85], seeds=2)
     row = one(verdicts(tmp_path, "003-C6"), "sst2")
     assert row.verdict == NED and "probing k=0 (2 runs)" in row.reason
-    assert "reinit-tune sweep probing" in row.command and "--sizes full" in row.command
+    assert "reinit-tune sweep probing" in row.command and "--sizes 5000" in row.command
 
 
 # -- 003-C5: early probes near chance, yet keeping the early layers gains a lot ------------
@@ -107,6 +107,7 @@ def test_003_c5_without_probes_names_the_probing_sweep(tmp_path):
     row = one(verdicts(tmp_path, "003-C5"), "sst2")
     assert row.verdict == NED and "missing: probing k=0..6" in row.reason
     assert row.command.startswith("reinit-tune sweep probing --model")
+    assert "--sizes full" in row.command  # no probes yet: the paper's own protocol
 
 
 # -- 003-C4: the best-probing block is neither sufficient nor necessary --------------------
