@@ -8,7 +8,7 @@ existing statistic kind is adding an entry here. Thresholds the papers leave ope
 from __future__ import annotations
 
 from reinit_tune.verdicts.claim import Claim
-from reinit_tune.verdicts.conditions import Block, Kept, Layer, Permuted
+from reinit_tune.verdicts.conditions import Block, Heads, Kept, Layer, Permuted
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
     ProbedBlock,
@@ -244,6 +244,39 @@ CLAIMS: tuple[Claim, ...] = (
         tasks=("sst2", "qnli"), figure="000-distance", overall="all",
         caveat="000's code uses the spectral norm of output.dense; the Frobenius form is "
                "stored too (rho_w_output_fro)"),
+    Claim(
+        "001-C11", "001", "P2", "one head of layer 1 or 2 reinitialized lowers the score",
+        "001 §6.3; Figs 7-8",
+        "If we reinitialize any attention head in layers 1 or 2, the performance, up to the "
+        "75th percentile, will decrease.",
+        All(tuple((f"layer {layer}: mean over its heads - F < 0", Contrast(
+            ((Heads((layer,)), 1.0), (F, -1.0)), rule=LESS)) for layer in (1, 2))),
+        "per seed, the mean over the layer's heads (each reinitialized alone) minus the full "
+        "model, paired by seed; both layers", tasks=("cola", "stsb"), figure="heads",
+        published="CoLA -0.008 / -0.021, STS-B -0.003 / -0.004 (layers 1 / 2; one run)",
+        caveat="the 75th percentile over heads is not evaluated; effects of 0.003-0.02 are at "
+               "the noise of one seed, so pairing by seed matters"),
+    Claim(
+        "001-C12", "001", "P2", "one head of layer L-1 or L reinitialized raises the score",
+        "001 §6.3; Conclusion",
+        "reinitializing any attention head in the downstream layers improves the model "
+        "performance",
+        All(tuple((f"layer {name}: mean over its heads - F > 0", Contrast(
+            ((Heads((layer,)), 1.0), (F, -1.0)))) for layer, name in ((-1, "L-1"), (0, "L")))),
+        "per seed, the mean over the layer's heads minus the full model, paired by seed; "
+        "both layers", tasks=("cola", "stsb"), figure="heads",
+        published="CoLA +0.006 / +0.003, STS-B +0.0003 / +0.0009 (layers 11 / 12; one run)",
+        caveat="'any' is contradicted by 001's own tables; the mean is tested"),
+    Claim(
+        "001-C13", "001", "P2", "upstream heads matter more than downstream heads",
+        "001 §4.3.2; §6.3",
+        "We expect that reinitializing attention heads in downstream layers will cause a "
+        "smaller decline in performance compared to reinitializing attention heads in "
+        "upstream layers.",
+        Contrast(((Heads((1, 2)), 1.0), (Heads((-1, 0)), -1.0)), rule=LESS),
+        "mean head effect of layers 1-2 minus that of layers L-1..L, paired by seed",
+        tasks=("cola", "stsb"), figure="heads",
+        published="CoLA -0.0149 vs +0.0048, STS-B -0.0034 vs +0.0006 (001 Figs 5-6)"),
     Claim(
         "002-C1", "002", "P1", "finetuning changes attention mostly in the last layers",
         "002 Abstract; §3; Fig. 1; §7",

@@ -33,22 +33,37 @@ def probe_key(layer: int) -> tuple:
     return ("probe", int(layer))
 
 
+def head_key(layer: int, head: int) -> tuple:
+    """One attention head (0-based layer and head) reinitialized, nothing else."""
+    return ("head", int(layer), int(head))
+
+
+def _key(reinit, order, multiplier: float, layernorm, probe: float, heads) -> tuple | None:
+    if probe == probe:  # not NaN
+        return None if heads or reinit else probe_key(int(probe))
+    if heads:  # one head and nothing else: 001 Exp 3; other head surgery has no cell
+        plain = (not reinit and order is None and multiplier == 1.0 and not layernorm
+                 and len(heads) == 1)
+        return head_key(*heads[0]) if plain else None
+    return surgery_key(frozenset(reinit or ()), order, multiplier, bool(layernorm))
+
+
 def surgery_columns(rows: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with the ``KEY`` column conditions look up (a probe's ``probe_key``; None
-    for runs with heads or an intermediate task; the identity permutation is the original
-    order)."""
+    """``rows`` with the ``KEY`` column conditions look up (a probe's ``probe_key``, a
+    single head's ``head_key``; None for runs with an intermediate task or other head
+    surgery; the identity permutation is the original order)."""
     out = rows.copy()
-    simple = ([not h for h in rows["reinit_heads"]]
-              & rows["intermediate_task"].isna().to_numpy())
+    staged = rows["intermediate_task"].notna().to_numpy()
     probes = rows["probe_layer"].to_numpy(dtype=float)
     orders = [None if o is None or tuple(o) == tuple(range(len(o))) else tuple(o)
               for o in rows["layer_order"]]
-    out[KEY] = [None if not ok else probe_key(int(p)) if p == p else
-                surgery_key(frozenset(r or ()), o, m, bool(n))
-                for r, o, m, n, p, ok in zip(rows["reinit_layers"], orders,
-                                             rows["reinit_lr_multiplier"].astype(float),
-                                             rows["preserve_layernorm"], probes, simple,
-                                             strict=True)]
+    heads = [[tuple(int(x) for x in h) for h in v]
+             if v is not None and not isinstance(v, float) else [] for v in rows["reinit_heads"]]
+    out[KEY] = [None if s else _key(r, o, m, n, p, h)
+                for r, o, m, n, p, h, s in zip(rows["reinit_layers"], orders,
+                                               rows["reinit_lr_multiplier"].astype(float),
+                                               rows["preserve_layernorm"], probes, heads,
+                                               staged, strict=True)]
     return out
 
 
@@ -164,4 +179,25 @@ class Probe:
         return f"probing k={self.layer}"
 
 
-Condition = Kept | Block | Layer | Permuted | Probe
+@dataclass(frozen=True)
+class Heads:
+    """001 Exp 3's per-layer effect of reinitializing one attention head: per seed, the mean
+    over the heads of ``layers`` of the score with that head alone reinitialized (001
+    §6.3: "average over the 12 heads within a seed, then across seeds"). ``layers`` are
+    1-based as 001 writes them; 0 and below count from the top (0: layer L, -1: L−1)."""
+
+    layers: tuple[int, ...]
+
+    family: ClassVar[str] = "heads"
+    min_runs: ClassVar[int] = 0
+
+    def indices(self, num_layers: int) -> set[int]:
+        """The 0-based layers."""
+        return {layer - 1 if layer > 0 else num_layers - 1 + layer for layer in self.layers}
+
+    def describe(self, num_layers: int) -> str:
+        shown = ", ".join(str(i + 1) for i in sorted(self.indices(num_layers)))
+        return f"heads of layer{'s' * (len(self.layers) > 1)} {shown}, one at a time"
+
+
+Condition = Kept | Block | Layer | Permuted | Probe | Heads

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
-from reinit_tune.verdicts.conditions import KEY, Condition, Permuted, surgery_columns
+from reinit_tune.verdicts.conditions import KEY, Condition, Heads, Permuted, surgery_columns
 
 # What a claim compares inside a group: never a reason to keep runs apart.
 SURGERY_FIELDS = ("reinit_layers", "reinit_heads", "layer_order", "preserve_layernorm",
@@ -62,7 +62,13 @@ class Group:
     def has(self, condition: Condition) -> bool:
         if isinstance(condition, Permuted):
             return any(Permuted.matches(key) for key in self.surgeries)
+        if isinstance(condition, Heads):
+            return bool(self._heads(condition))
         return condition.key(self.num_layers) in self.surgeries
+
+    def _heads(self, condition: Heads) -> list[tuple]:
+        layers = condition.indices(self.num_layers)
+        return [k for k in self.surgeries if k[0] == "head" and k[1] in layers]
 
     def cell(self, condition: Condition, value: str = "score") -> pd.Series:
         """The cell's ``value`` (its runs' scores, or a per-trial similarity summary), one
@@ -78,6 +84,17 @@ class Group:
                       for key, (_, values) in self.surgeries.items()
                       if Permuted.matches(key) and np.isfinite(values[value]).any()}
             return pd.Series(orders, dtype=np.float64).sort_index() if orders else EMPTY
+        if isinstance(condition, Heads):  # per seed, the mean over the layers' heads
+            per_head = []
+            for key in self._heads(condition):
+                seeds, values = self.surgeries[key]
+                keep = np.isfinite(values[value])
+                per_head.append(pd.Series(values[value][keep], index=seeds[keep]))
+            if not per_head:
+                return EMPTY
+            # only seeds that ran every head: a seed missing heads would mean other heads
+            table = pd.concat(per_head, axis=1).dropna()
+            return table.mean(axis=1) if len(table) else EMPTY
         found = self.surgeries.get(condition.key(self.num_layers))
         if found is None:
             return EMPTY

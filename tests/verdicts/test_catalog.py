@@ -91,3 +91,50 @@ def test_000_c7_middle_layers_at_small_data(tmp_path):
     est, low, high = paired_t(runs[4] - runs[2])
     assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
     assert row.published_value == 0.05 and row.published_in_ci == (low <= 0.05 <= high)
+
+
+# -- 001-C11..C13: one attention head reinitialized at a time ------------------------------
+def plant_heads(synth: SyntheticStore, task: str, effects: dict[int, float], *, seeds: int = 4,
+                heads: int = 4, layers: int = 6, noise: float = 0.002) -> dict:
+    """The full model and each head of the 0-based ``effects`` layers reinitialized alone
+    (score = full + the layer's effect + noise); returns per-seed F and per-layer means."""
+    rng = np.random.default_rng(5)
+    full, per_layer = [], {layer: [] for layer in effects}
+    for seed in range(seeds):
+        f = float(0.5 + rng.normal(0, 0.01))
+        synth.add("heads", task, f, seed=seed, num_layers=layers)
+        full.append(f)
+        for layer, effect in effects.items():
+            runs = [float(f + effect + rng.normal(0, noise)) for _ in range(heads)]
+            for head, s in enumerate(runs):
+                synth.add("heads", task, s, seed=seed, num_layers=layers,
+                          reinit_heads=((layer, head),))
+            per_layer[layer].append(np.mean(runs))
+    return {"F": np.array(full), **{k: np.array(v) for k, v in per_layer.items()}}
+
+
+@pytest.mark.parametrize("low,high,want11,want12,want13", [
+    (-0.02, 0.005, "supported", "supported", "supported"),
+    (0.01, -0.01, "contradicted", "contradicted", "contradicted")])
+def test_001_head_claims(tmp_path, low, high, want11, want12, want13):
+    synth = SyntheticStore(tmp_path)
+    runs = plant_heads(synth, "cola", {0: low, 1: low, 4: high, 5: high})
+    c11 = one(verdicts(tmp_path, "001-C11"), "cola")
+    c12 = one(verdicts(tmp_path, "001-C12"), "cola")
+    c13 = one(verdicts(tmp_path, "001-C13"), "cola")
+    assert (c11.verdict, c12.verdict, c13.verdict) == (want11, want12, want13)
+    # 001-C13: per seed, the mean over layers 1-2's heads minus that over layers 5-6's
+    est, lo, hi = paired_t((runs[0] + runs[1]) / 2 - (runs[4] + runs[5]) / 2)
+    assert (c13.estimate, c13.ci_low, c13.ci_high) == pytest.approx((est, lo, hi))
+    # 001-C11 shows layer 1 (both parts decide alike): its heads' mean minus F
+    est, lo, hi = paired_t(runs[0] - runs["F"])
+    assert (c11.estimate, c11.ci_low, c11.ci_high) == pytest.approx((est, lo, hi))
+
+
+def test_a_seed_missing_a_head_is_left_out_of_the_layer_mean(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_heads(synth, "stsb", {0: -0.02, 1: -0.02, 4: 0.0, 5: 0.0}, seeds=3)
+    synth.add("heads", "stsb", 0.4, seed=7, num_layers=6, reinit_heads=((0, 0),))
+    synth.add("heads", "stsb", 0.5, seed=7, num_layers=6)
+    row = one(verdicts(tmp_path, "001-C11"), "stsb")
+    assert row.n_min == 3  # seed 7 ran one head of four: not a layer mean
