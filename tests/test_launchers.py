@@ -6,12 +6,17 @@ under a real single-node SLURM (``launchers/slurm-local.sh``)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
+from reinit_tune import store
 from tests.helpers import REPO
 
 LAUNCHERS = REPO / "launchers"
@@ -71,9 +76,6 @@ def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, 
     """launchers/slurm-local.sh: munge, slurmctld and slurmd on this machine, the batch
     script submitted with a 4-trial sweep of the embedded MiniLM; the job completes with the
     sweep's summary and its rows in the shared folder, its Ray token file removed."""
-    import os
-    import sys
-
     missing = [t for t in ("slurmctld", "slurmd", "sbatch", "munged") if not shutil.which(t)]
     if missing or os.geteuid() != 0:
         pytest.skip(f"needs root and SLURM (apt-get install slurmctld slurmd slurm-client "
@@ -88,15 +90,10 @@ def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, 
     assert run.returncode == 0, out[-4000:]
     assert "COMPLETED, exit 0" in out and "joining the Ray cluster at RAY_ADDRESS=" in out
     assert "sweep progressive: 4 trials: 4 ran ok, 0 failed" in out, out[-3000:]
-    from reinit_tune import store
-
     trials = store.load_trials(tmp_path / "shared" / "results" / "progressive")
     assert len(trials) == 4 and set(trials["status"]) == {"ok"}
     assert not list((tmp_path / "shared").glob("ray-token-*"))  # the job's token is gone
-    import psutil  # the job's Ray nodes stopped with it: no GCS left for ray.init to join
-
-    from pathlib import Path
-
-    assert not Path("/tmp/ray/ray_current_cluster").exists()  # nothing for ray.init to join
+    # the job's Ray nodes stopped with it: nothing left for a later ray.init to join
+    assert not Path("/tmp/ray/ray_current_cluster").exists()
     assert not [p for p in psutil.process_iter(["name", "status"])
                 if p.info["name"] == "gcs_server" and p.info["status"] != psutil.STATUS_ZOMBIE]

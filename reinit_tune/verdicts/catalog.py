@@ -8,12 +8,14 @@ existing statistic kind is adding an entry here. Thresholds the papers leave ope
 from __future__ import annotations
 
 from reinit_tune.verdicts.claim import Claim
-from reinit_tune.verdicts.conditions import Block, Heads, Kept, Layer, Permuted
+from reinit_tune.verdicts.conditions import Block, Heads, Kept, Layer, Permuted, Probe
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
+    ProbeContrast,
     ProbedBlock,
     ProbeNearChance,
     ProbePeak,
+    ProbesNeedMoreLayers,
     WithProbes,
 )
 from reinit_tune.verdicts.rule import Rule
@@ -233,6 +235,33 @@ CLAIMS: tuple[Claim, ...] = (
         SizeContrast(GAIN), "T(small) - T(large), T(n) = s(L) - s(0), Welch",
         tasks=("sst2", "qnli"),
         caveat="with epochs fixed, small-n runs take fewer optimizer steps"),
+    Claim(
+        "000-C9", "000", "P2", "probing peaks lower and needs more layers than partial reinit",
+        "000 §6.2; Conclusion",
+        "Probing reaches a lower peak accuracy than partial re-initialization; in probing the "
+        "model needs more layers to enable a considerable improvement in performance",
+        WithProbes((("a: s(L) - best probe > 0", BestProbeBelowFinetuning()),
+                    ("b: P(k50_probe > k50_ft)", ProbesNeedMoreLayers()))),
+        "(a) the full finetuned model minus the best probe (Welch); (b) the bootstrap "
+        "probability that the normalized probe curve reaches 0.5 at a later depth",
+        tasks=("sst2", "qnli"),
+        caveat="(a) is almost guaranteed; (b) is the claim. 000 probes a truncated model, "
+               "003's probes (these) each hidden state"),
+    Claim(
+        "000-C10", "000", "P2", "the top two layers hurt probing, not partial reinit",
+        "000 §6.2",
+        "the highest two layers hurt the performance in both SST-2 and QNLI, while in the "
+        "re-initialization method they just have a negligible effect",
+        WithProbes((
+            ("a: p(L-2) - (p(L-1) + p(L))/2 > 0", ProbeContrast(Contrast(lambda n: (
+                (Probe(n - 2), 1.0), (Probe(n - 1), -0.5), (Probe(n), -0.5))))),
+            ("b: |s(L) - s(L-2)| <= delta_abs", Contrast(
+                lambda n: ((Kept(n), 1.0), (Kept(n - 2), -1.0)),
+                rule=Rule("equivalence", margin="abs"))))),
+        "(a) paired by probe seed; (b) equivalence of the progressive k = L and L-2 within "
+        "delta_abs, paired by seed", tasks=("sst2", "qnli"),
+        caveat="where the probe peaks depends on the probe (pooling, lr); tension with "
+               "003-C6(a)"),
     Claim(
         "000-C13", "000", "P1", "higher layers' weights change more during finetuning",
         "000 Abstract; §6.3; Conclusion",

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
+    ProbeContrast,
     ProbedBlock,
     ProbeNearChance,
     ProbePeak,
+    ProbesNeedMoreLayers,
     WithProbes,
 )
 from reinit_tune.verdicts.statistics import (
@@ -27,7 +29,7 @@ from reinit_tune.verdicts.statistics import (
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
-             | WithProbes | SpreadRatio)
+             | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

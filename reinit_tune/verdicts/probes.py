@@ -241,6 +241,93 @@ class ProbedBlock:
 
 
 @dataclass(frozen=True)
+class ProbeContrast:
+    """A [LIN] contrast of probe cells, evaluated in the probe group (paired by probe
+    seed): ``contrast``'s terms are ``Probe`` conditions."""
+
+    contrast: Contrast
+    needs_finetune = False
+    scope = "probe"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return self.contrast.conditions(num_layers)
+
+    def evaluate(self, finetune: Group | None, probe: Group, n_min: int) -> Finding:
+        return self.contrast.evaluate(probe, n_min)
+
+
+def halfway(curve: np.ndarray) -> np.ndarray:
+    """The first index where each row of ``curve`` reaches half its way from its first
+    value to its last (its normalized value ≥ 0.5); rows without a rise give −1."""
+    span = curve[:, -1:] - curve[:, :1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        normalized = (curve - curve[:, :1]) / span
+    reached = normalized >= 0.5
+    first = reached.argmax(axis=1)
+    return np.where(reached.any(axis=1) & (span[:, 0] > 0), first, -1)
+
+
+@dataclass(frozen=True)
+class ProbesNeedMoreLayers:
+    """000-C9(b): the normalized probe curve reaches half its rise at a later hidden state
+    than the progressive curve, k50_probe > k50_ft. Probe curve: p(l) over l = 0..L
+    normalized between p(0) and its maximum; progressive: G(k) = (s(k) − s(0)) / (s(L) −
+    s(0)). The probe seeds and the finetuning seeds are resampled separately (each paired
+    across its own cells); P(k50_probe > k50_ft) ≥ 0.95 supports, ≤ 0.05 contradicts."""
+
+    needs_finetune = True
+    scope = "probe"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    @staticmethod
+    def _draws(cells: list, rng) -> np.ndarray:
+        seeds = cells[0].index
+        for cell in cells[1:]:
+            seeds = seeds.intersection(cell.index)
+        if len(seeds) >= 2:
+            matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
+            return matrix[rng.integers(0, len(seeds), size=(RESAMPLES, len(seeds)))].mean(1)
+        return np.column_stack([c.to_numpy()[rng.integers(0, len(c), (RESAMPLES, len(c)))]
+                                .mean(axis=1) for c in cells])
+
+    def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
+        layers = range(probe.num_layers + 1)
+        missing = _probe_missing(probe, layers, n_min)
+        ft = [finetune.cell(Kept(k)) for k in range(finetune.num_layers + 1)]
+        missing += tuple(Kept(k).describe(finetune.num_layers) for k, c in enumerate(ft)
+                         if len(c) < n_min)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
+                           family="probing" if missing[0].startswith("probing")
+                           else "progressive",
+                           reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+        rng = np.random.default_rng(0)
+        probes = self._draws([probe.cell(Probe(layer)) for layer in layers], rng)
+        # the probe curve rises to its maximum, wherever that is: normalize up to it
+        peak = np.maximum.accumulate(probes, axis=1)
+        k_probe, k_ft = halfway(peak), halfway(self._draws(ft, rng))
+        valid = (k_probe >= 0) & (k_ft >= 0)
+        if valid.mean() < 0.99:
+            return Finding(Verdict.INCONCLUSIVE, family="progressive",
+                           reason="no rise to halve in the probe or the progressive curve "
+                                  f"in {1 - valid.mean():.0%} of the resamples")
+        p_later = float((k_probe > k_ft).mean())
+        observed = [halfway(np.maximum.accumulate(probe_means(probe, layers)[None, :],
+                                                  axis=1))[0],
+                    halfway(np.array([[c.mean() for c in ft]]))[0]]
+        verdict = (Verdict.SUPPORTED if p_later >= 0.95 else
+                   Verdict.CONTRADICTED if p_later <= 0.05 else Verdict.INCONCLUSIVE)
+        n = tuple(len(c) for c in ft)
+        return Finding(verdict, Interval(p_later, np.nan, np.nan, "bootstrap P", n),
+                       family="progressive",
+                       reason=(f"k50: probes {observed[0]}, finetuning {observed[1]}; "
+                               f"P(k50_probe > k50_ft) = {p_later:.3f} over {RESAMPLES:,} "
+                               "resamples (decides at >= 0.95 / <= 0.05)"))
+
+
+@dataclass(frozen=True)
 class WithProbes:
     """A conjunction of parts, each a finetuning ``Contrast`` (evaluated in the finetuning
     group) or a probe statistic: supported if every part is, contradicted if any is."""
@@ -265,6 +352,6 @@ class WithProbes:
         named = "; ".join(
             f"({label}) {f.verdict}" + (f" {f.interval.estimate:+.4f}"
                                         if f.interval is not None else "")
-            for label, f in found)
+            + (f" ({f.reason})" if f.reason else "") for label, f in found)
         return Finding(verdict, shown.interval, rule=shown.rule, share=shown.share,
                        family=shown.family, reason=named)

@@ -168,3 +168,45 @@ def test_003_c7(tmp_path, probe, want):
         assert row.estimate == pytest.approx(x.mean())
     assert "b: full model above the best probe" in row.reason
     assert runs[6].mean() > 0.4
+
+
+# -- 000-C9: probes peak lower and need more layers than partial reinit ---------------------
+EARLY_RISE = {0: 0.5, 1: 0.75, 2: 0.8, 3: 0.85, 4: 0.88, 5: 0.89, 6: 0.9}
+LATE_RISE = {0: 0.5, 1: 0.52, 2: 0.54, 3: 0.56, 4: 0.58, 5: 0.6, 6: 0.9}
+
+
+@pytest.mark.parametrize("finetuning,probes,want", [
+    (EARLY_RISE, [0.5, 0.51, 0.52, 0.55, 0.6, 0.75, 0.8], "supported"),
+    (LATE_RISE, [0.5, 0.8, 0.82, 0.83, 0.84, 0.85, 0.85], "contradicted")])
+def test_000_c9(tmp_path, finetuning, probes, want):
+    synth = SyntheticStore(tmp_path)
+    runs = plant_progressive(synth, "sst2", 5000, finetuning, noise=0.005)
+    planted = plant_probes(synth, "sst2", probes)
+    row = one(verdicts(tmp_path, "000-C9"), "sst2")
+    assert row.verdict == want, row.reason
+    if want == "supported":  # (a) shown: the full model minus the best probe, Welch
+        best = max(planted, key=lambda k: planted[k].mean())
+        x, y = runs[6], planted[best]
+        t = stats.ttest_ind(x, y, equal_var=False)
+        low, high = t.confidence_interval(0.95)
+        assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(
+            (x.mean() - y.mean(), low, high))
+    assert "k50: probes 5, finetuning 1" in row.reason if want == "supported" else \
+        "k50: probes 1, finetuning 6" in row.reason
+
+
+# -- 000-C10: the top two layers hurt probes, not finetuning --------------------------------
+@pytest.mark.parametrize("probes,want", [([0.5, 0.6, 0.7, 0.75, 0.8, 0.75, 0.7], "supported"),
+                                         ([0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9],
+                                          "contradicted")])
+def test_000_c10(tmp_path, probes, want):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 5000, {0: 0.5, 4: 0.9, 6: 0.9}, noise=0.001, seeds=6)
+    planted = plant_probes(synth, "sst2", probes)
+    row = one(verdicts(tmp_path, "000-C10"), "sst2")
+    assert row.verdict == want, row.reason
+    a = planted[4] - (planted[5] + planted[6]) / 2
+    if want == "contradicted":  # (a) decides against: paired by probe seed
+        est, low, high = paired_t(a)
+        assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+    assert "(b: |s(L) - s(L-2)| <= delta_abs) supported" in row.reason
