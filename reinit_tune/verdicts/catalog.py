@@ -22,6 +22,7 @@ from reinit_tune.verdicts.rule import Rule
 from reinit_tune.verdicts.statistics import (
     GAIN,
     All,
+    AtChance,
     Contrast,
     EveryLayer,
     SeedValue,
@@ -273,6 +274,16 @@ CLAIMS: tuple[Claim, ...] = (
         tasks=("sst2", "qnli"), figure="000-distance", overall="all",
         caveat="000's code uses the spectral norm of output.dense; the Frobenius form is "
                "stored too (rho_w_output_fro)"),
+    Claim(
+        "001-C9", "001", "P2", "MRPC: reinitializing any suffix gives the majority predictor",
+        "001 §5.6 table", "the performance does not change with reinitializing different "
+        "layers",
+        AtChance(), "s(k) - the majority-class score for each k < L, equivalence within "
+        "delta_abs, Bonferroni", tasks=("mrpc",), only_tasks=True,
+        published="0.748 (mean of accuracy 0.683 and F1 0.812) for any k < 12: the score of "
+                  "predicting the majority dev class",
+        caveat="001's numbers are a collapsed optimization; s(L) - s(L-1) > 0 is not "
+               "evaluated"),
     Claim(
         "001-C11", "001", "P2", "one head of layer 1 or 2 reinitialized lowers the score",
         "001 §6.3; Figs 7-8",

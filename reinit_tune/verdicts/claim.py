@@ -17,6 +17,7 @@ from reinit_tune.verdicts.probes import (
 )
 from reinit_tune.verdicts.statistics import (
     All,
+    AtChance,
     Contrast,
     EveryLayer,
     SeedValue,
@@ -29,7 +30,7 @@ from reinit_tune.verdicts.statistics import (
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
-             | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers)
+             | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

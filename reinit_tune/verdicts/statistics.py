@@ -371,6 +371,48 @@ class SpreadRatio:
 
 
 @dataclass(frozen=True)
+class AtChance:
+    """Every progressive cell k < L equivalent to chance (what predicting the dev majority
+    class scores on the group's metric): each |s̄(k) − chance| within δ_abs by its
+    Bonferroni interval (over the L cells). Supported if every interval lies inside ±δ_abs
+    of chance, contradicted if any lower bound is above chance + δ_abs (that k learns); the
+    k farthest above chance is shown (its mean minus chance)."""
+
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers)]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        cells = {k: group.cell(Kept(k)) for k in range(group.num_layers)}
+        missing = _missing({Kept(k).describe(group.num_layers): c for k, c in cells.items()},
+                           n_min)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
+                           reason="missing: " + ", ".join(missing) + f" at {group}")
+        if group.chance is None:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=("the dev majority-class score",),
+                           family="progressive",
+                           reason="the runs recorded no majority-class score (chance)")
+        delta = Rule("equivalence", margin="abs").at(group.metric).value
+        level = bonferroni_level(len(cells))
+        intervals = {k: unpaired_contrast([c.to_numpy() - group.chance], [1.0], level)
+                     for k, c in cells.items()}
+        worst_k = max(intervals, key=lambda k: intervals[k].estimate)
+        if all(i.defined and -delta <= i.low and i.high <= delta for i in intervals.values()):
+            verdict = Verdict.SUPPORTED
+        elif any(i.defined and i.low > delta for i in intervals.values()):
+            verdict = Verdict.CONTRADICTED
+        else:
+            verdict = Verdict.INCONCLUSIVE
+        return Finding(verdict, intervals[worst_k], rule=Rule("equivalence", delta),
+                       family="progressive",
+                       reason=(f"k = 0..{group.num_layers - 1} against chance "
+                               f"{group.chance:.4f} within {delta:g}, Bonferroni level "
+                               f"{level:.4f}; k={worst_k} (the farthest above) shown"))
+
+
+@dataclass(frozen=True)
 class Trend:
     """[TREND] Spearman's ρ between k and s̄(k) over every progressive k = 0..L, with the
     seed bootstrap's interval; directional on ρ."""

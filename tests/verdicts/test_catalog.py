@@ -138,3 +138,19 @@ def test_a_seed_missing_a_head_is_left_out_of_the_layer_mean(tmp_path):
     synth.add("heads", "stsb", 0.5, seed=7, num_layers=6)
     row = one(verdicts(tmp_path, "001-C11"), "stsb")
     assert row.n_min == 3  # seed 7 ran one head of four: not a layer mean
+
+
+# -- 001-C9: MRPC, every suffix reinitialized scores what the majority predictor scores -----
+@pytest.mark.parametrize("top,want", [(0.748, "supported"), (0.80, "contradicted")])
+def test_001_c9(tmp_path, top, want):
+    synth = SyntheticStore(tmp_path)
+    means = {k: 0.748 for k in range(5)} | {5: top, 6: 0.81}
+    runs = plant_progressive(synth, "mrpc", 3668, means, noise=0.001, seeds=4,
+                             majority=0.748)
+    row = one(verdicts(tmp_path, "001-C9"), "mrpc")
+    assert row.verdict == want, row.reason
+    worst = max(range(6), key=lambda k: runs[k].mean())
+    x = runs[worst] - 0.748
+    half = stats.t.ppf(1 - 0.05 / 6 / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(
+        (x.mean(), x.mean() - half, x.mean() + half))
