@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 STORE = REPO / "examples" / "embedded-minilm"
 PAGE = REPO / "docs" / "embedded-model.md"
 ASSETS = REPO / "docs" / "assets"
-FIGURES = ("progressive", "permutations")
+FIGURES = ("progressive", "single_layer", "permutations")
 
 
 def _number(value, digits: int = 3) -> str:
@@ -84,9 +84,11 @@ what each one is missing and the command that runs it).
 {verdict_table(decided)}
 
 The paper's protocol differs here: a 6-layer MiniLM instead of BERT-base (so "the first three
-layers" of 12 are the first 2 of 6), lr 5e-5, and 500 examples, where 003 ran 50 seeds and
-its plentiful-data claims need 50,000 examples: claims made for plentiful data are decided
-at 500 only as a labelled secondary verdict.
+layers" of 12 are the first 2 of 6), lr 5e-5, and 500 or 2,000 examples, where 003 ran 50
+seeds and its plentiful-data claims need 50,000 examples: claims made for plentiful data are
+decided at these sizes only as a labelled secondary verdict. The probes saw 2,000 training
+examples at the default learning rate (2e-5), not the full train split: their verdicts name
+both sizes and both protocols.
 
 ## The figures
 
