@@ -16,8 +16,10 @@ from reinit_tune.verdicts.probes import (
     WithProbes,
 )
 from reinit_tune.verdicts.statistics import (
+    AcrossSizes,
     All,
     AtChance,
+    ByTask,
     Contrast,
     EveryLayer,
     SeedValue,
@@ -30,7 +32,8 @@ from reinit_tune.verdicts.statistics import (
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
-             | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance)
+             | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
+             | AcrossSizes | ByTask)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

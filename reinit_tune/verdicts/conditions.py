@@ -38,7 +38,17 @@ def head_key(layer: int, head: int) -> tuple:
     return ("head", int(layer), int(head))
 
 
-def _key(reinit, order, multiplier: float, layernorm, probe: float, heads) -> tuple | None:
+def after_key(task: str) -> tuple:
+    """Finetuned on ``task`` first, then on the run's own task, nothing else (001 Exp 1)."""
+    return ("after", str(task))
+
+
+def _key(reinit, order, multiplier: float, layernorm, probe: float, heads,
+         staged: str | None = None) -> tuple | None:
+    if staged is not None:
+        plain = (not reinit and order is None and multiplier == 1.0 and not layernorm
+                 and not heads and probe != probe)
+        return after_key(staged) if plain else None
     if probe == probe:  # not NaN
         return None if heads or reinit else probe_key(int(probe))
     if heads:  # one head and nothing else: 001 Exp 3; other head surgery has no cell
@@ -50,16 +60,17 @@ def _key(reinit, order, multiplier: float, layernorm, probe: float, heads) -> tu
 
 def surgery_columns(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with the ``KEY`` column conditions look up (a probe's ``probe_key``, a
-    single head's ``head_key``; None for runs with an intermediate task or other head
-    surgery; the identity permutation is the original order)."""
+    single head's ``head_key``, an intermediate task's ``after_key``; None for surgery no
+    condition names, such as several heads; the identity permutation is the original
+    order)."""
     out = rows.copy()
-    staged = rows["intermediate_task"].notna().to_numpy()
+    staged = [None if pd.isna(t) else str(t) for t in rows["intermediate_task"]]
     probes = rows["probe_layer"].to_numpy(dtype=float)
     orders = [None if o is None or tuple(o) == tuple(range(len(o))) else tuple(o)
               for o in rows["layer_order"]]
     heads = [[tuple(int(x) for x in h) for h in v]
              if v is not None and not isinstance(v, float) else [] for v in rows["reinit_heads"]]
-    out[KEY] = [None if s else _key(r, o, m, n, p, h)
+    out[KEY] = [_key(r, o, m, n, p, h, s)
                 for r, o, m, n, p, h, s in zip(rows["reinit_layers"], orders,
                                                rows["reinit_lr_multiplier"].astype(float),
                                                rows["preserve_layernorm"], probes, heads,
@@ -200,4 +211,20 @@ class Heads:
         return f"heads of layer{'s' * (len(self.layers) > 1)} {shown}, one at a time"
 
 
-Condition = Kept | Block | Layer | Permuted | Probe | Heads
+@dataclass(frozen=True)
+class After:
+    """Finetuned on ``task`` first (3 epochs), then on the group's task (001 Exp 1)."""
+
+    task: str
+
+    family: ClassVar[str] = "sequential"
+    min_runs: ClassVar[int] = 0
+
+    def key(self, num_layers: int) -> tuple:
+        return after_key(self.task)
+
+    def describe(self, num_layers: int) -> str:
+        return f"sequential after {self.task}"
+
+
+Condition = Kept | Block | Layer | Permuted | Probe | Heads | After

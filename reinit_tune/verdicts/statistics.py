@@ -413,6 +413,66 @@ class AtChance:
 
 
 @dataclass(frozen=True)
+class AcrossSizes:
+    """A conjunction of [LIN] contrasts that take cells at a scarce and at a plentiful size
+    (unpaired: the sizes are independent groups): each part is (label, the small size's
+    terms, the large size's terms), decided by ``rule``; supported if every part is,
+    contradicted if any part is, the first deciding part shown."""
+
+    parts: tuple[tuple[str, Callable[[int], Terms], Callable[[int], Terms]], ...]
+    rule: Rule = Rule()
+    ratio: float = 10.0
+    scope = "sizes"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return list(dict.fromkeys(c for _, small, large in self.parts
+                                  for c, _ in (*small(num_layers), *large(num_layers))))
+
+    def touched(self, group: Group) -> bool:
+        """A size takes part with any of the cells (each size reads its own)."""
+        return any(group.has(c) for c in self.conditions(group.num_layers))
+
+    def evaluate(self, small: Group, large: Group, n_min: int) -> Finding:
+        found, missing, family = [], [], None
+        for label, small_terms, large_terms in self.parts:
+            interval, gaps, fam = lin([small, large], [small_terms(small.num_layers),
+                                                       large_terms(large.num_layers)], n_min)
+            missing += gaps
+            family = family or fam
+            if interval is not None:
+                found.append((label, interval, self.rule.decide(interval)))
+        if missing:
+            missing = list(dict.fromkeys(missing))
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=tuple(missing), family=family,
+                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+        verdict = conjunction([v for _, _, v in found])
+        shown = next(((label, i) for label, i, v in found if v is verdict),
+                     (found[0][0], found[0][1]))
+        named = "; ".join(f"({label}) {v} {i.estimate:+.4f}" for label, i, v in found)
+        return Finding(verdict, shown[1], named, self.rule, family=family)
+
+
+@dataclass(frozen=True)
+class ByTask:
+    """One statistic per task (a claim whose direction differs between tasks, such as
+    001-C1's "helps CoLA and MRPC, not RTE"): ``parts`` maps a task to its statistic."""
+
+    parts: tuple[tuple[str, Contrast], ...]
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return list(dict.fromkeys(c for _, part in self.parts
+                                  for c in part.conditions(num_layers)))
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        part = dict(self.parts).get(group.task)
+        if part is None:
+            return Finding(Verdict.NOT_ENOUGH_DATA, reason=f"the claim says nothing of "
+                                                           f"{group.task}")
+        return part.evaluate(group, n_min)
+
+
+@dataclass(frozen=True)
 class Trend:
     """[TREND] Spearman's ρ between k and s̄(k) over every progressive k = 0..L, with the
     seed bootstrap's interval; directional on ρ."""

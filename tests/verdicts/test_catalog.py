@@ -154,3 +154,45 @@ def test_001_c9(tmp_path, top, want):
     half = stats.t.ppf(1 - 0.05 / 6 / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
     assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(
         (x.mean(), x.mean() - half, x.mean() + half))
+
+
+# -- 001-C1: WNLI first helps CoLA and MRPC, hurts RTE -------------------------------------
+@pytest.mark.parametrize("effect,want", [(0.03, ("supported", "supported", "contradicted")),
+                                         (-0.03, ("contradicted", "contradicted",
+                                                  "supported"))])
+def test_001_c1(tmp_path, effect, want):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(6)
+    diffs = {}
+    for task in ("cola", "mrpc", "rte"):
+        per_seed = []
+        for seed in range(5):
+            direct = float(0.6 + rng.normal(0, 0.01))
+            staged = float(direct + effect + rng.normal(0, 0.003))
+            synth.add("sequential", task, direct, seed=seed, train_size=None)
+            synth.add("sequential", task, staged, seed=seed, train_size=None,
+                      intermediate_task="wnli")
+            per_seed.append(staged - direct)
+        diffs[task] = np.array(per_seed)
+    rows = verdicts(tmp_path, "001-C1")
+    got = tuple(one(rows, task).verdict for task in ("cola", "mrpc", "rte"))
+    assert got == want
+    est, low, high = paired_t(diffs["rte"])
+    rte = one(rows, "rte")
+    assert (rte.estimate, rte.ci_low, rte.ci_high) == pytest.approx((est, low, high))
+
+
+# -- 000-C2: pretrained layers at small data beat all-reinit at 100x the data --------------
+@pytest.mark.parametrize("top,want", [(0.8, "supported"), (0.6, "contradicted")])
+def test_000_c2(tmp_path, top, want):
+    synth = SyntheticStore(tmp_path)
+    small = plant_progressive(synth, "sst2", 670, {0: 0.5, 4: top, 6: top + 0.01}, seeds=4)
+    large = plant_progressive(synth, "sst2", 67_000, {0: 0.7, 6: 0.93}, seeds=4)
+    row = one(verdicts(tmp_path, "000-C2"), "sst2")
+    assert row.verdict == want, row.reason
+    assert row.train_size == "670 vs 67000"
+    x, y = small[6], large[0]  # part (a) decides alike in both plantings: shown
+    t = stats.ttest_ind(x, y, equal_var=False)
+    low, high = t.confidence_interval(0.95)
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(
+        (x.mean() - y.mean(), low, high))
