@@ -19,6 +19,7 @@ from reinit_tune.verdicts.conditions import (
 )
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
+    CurveGap,
     ProbeContrast,
     ProbedBlock,
     ProbeNearChance,
@@ -252,6 +253,15 @@ CLAIMS: tuple[Claim, ...] = (
         SizeContrast(EARLY_GAIN, rule=LESS), "A(small) - A(large), A(n) = s(q) - s(0), Welch",
         tasks=TASKS_003, uses_q=True,
         caveat="part (b), A(500) equivalent to 0, is not evaluated; (a) carries the verdict"),
+    Claim(
+        "004-C2", "004", "P2", "probing does not predict transfer when data is plentiful",
+        "004 TL;DR; v2 Fig. 2 caption",
+        "Probing results do not reliably predict transfer performance in data-rich settings",
+        CurveGap(), "D = mean over k of |G(k) - P(k)|, the normalized progressive and probe "
+        "curves (bootstrap over both kinds of seeds)",
+        sizes="plentiful", tasks=TASKS_003,
+        caveat="D's definition (mean absolute gap, min-max normalized probes) is ours; the "
+               "'align under scarcity' half is 003-C8, not evaluated"),
     Claim(
         "000-C1", "000", "P2", "the total gain from pretraining is larger with less data",
         "000 Abstract; §6.1; Conclusion",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
+    CurveGap,
     ProbeContrast,
     ProbedBlock,
     ProbeNearChance,
@@ -33,7 +34,7 @@ from reinit_tune.verdicts.statistics import (
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
-             | AcrossSizes | ByTask)
+             | AcrossSizes | ByTask | CurveGap)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

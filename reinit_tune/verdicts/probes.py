@@ -327,6 +327,63 @@ class ProbesNeedMoreLayers:
                                "resamples (decides at >= 0.95 / <= 0.05)"))
 
 
+def curve_gap(finetuning: np.ndarray, probes: np.ndarray) -> np.ndarray:
+    """D, the mean over k = 0..L of |G(k) − P̃(k)| per row: G(k) = (s(k) − s(0)) / (s(L) −
+    s(0)), the progressive curve's share of the gain, and P̃ the probe curve min–max
+    normalized, (p(k) − min p) / (max p − min p), the probed state k aligned with k kept
+    layers (claims.md 003-C8)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = (finetuning - finetuning[:, :1]) / (finetuning[:, -1:] - finetuning[:, :1])
+        low, high = probes.min(axis=1, keepdims=True), probes.max(axis=1, keepdims=True)
+        probe = (probes - low) / (high - low)
+    return np.abs(gain - probe).mean(axis=1)
+
+
+@dataclass(frozen=True)
+class CurveGap:
+    """004-C2: D (``curve_gap``) between the progressive and the probe curve, with the
+    percentile interval of a bootstrap that resamples the finetuning seeds and the probe
+    seeds apart (each jointly across its own cells); decided against ``threshold``
+    (δ_norm = 0.1: the curves' mean gap is more than 10% of their range)."""
+
+    threshold: float = 0.1
+    needs_finetune = True
+    scope = "probe"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
+        layers = range(probe.num_layers + 1)
+        ft = [finetune.cell(Kept(k)) for k in range(finetune.num_layers + 1)]
+        missing = tuple(Kept(k).describe(finetune.num_layers) for k, c in enumerate(ft)
+                        if len(c) < n_min) + _probe_missing(probe, layers, n_min)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
+                           family="probing" if missing[0].startswith("probing")
+                           else "progressive",
+                           reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+        rng = np.random.default_rng(0)
+        draws = curve_gap(ProbesNeedMoreLayers._draws(ft, rng), ProbesNeedMoreLayers._draws(
+            [probe.cell(Probe(layer)) for layer in layers], rng))
+        observed = float(curve_gap(np.array([[c.mean() for c in ft]]),
+                                   probe_means(probe, layers)[None, :])[0])
+        finite = draws[np.isfinite(draws)]
+        n = tuple(len(c) for c in ft)
+        if finite.size < 0.99 * draws.size:  # no gain (or a flat probe) in some resamples
+            return Finding(Verdict.INCONCLUSIVE, Interval(observed, np.nan, np.nan,
+                                                          "bootstrap", n),
+                           family="progressive",
+                           reason="the gain s(L) - s(0) or the probe curve is flat in more "
+                                  "than 1% of the resamples: D undefined there")
+        low, high = np.quantile(finite, [0.025, 0.975])
+        interval = Interval(observed, float(low), float(high), "bootstrap", n)
+        rule = Rule("threshold", self.threshold, against=self.threshold)
+        return Finding(rule.decide(interval), interval, rule=rule, family="progressive",
+                       reason=f"D = mean |G(k) - P(k)| over k, both curves normalized to "
+                              f"[0, 1]; decides against {self.threshold:g}")
+
+
 @dataclass(frozen=True)
 class WithProbes:
     """A conjunction of parts, each a finetuning ``Contrast`` (evaluated in the finetuning

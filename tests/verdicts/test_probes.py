@@ -210,3 +210,20 @@ def test_000_c10(tmp_path, probes, want):
         est, low, high = paired_t(a)
         assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
     assert "(b: |s(L) - s(L-2)| <= delta_abs) supported" in row.reason
+
+
+# -- 004-C2: with plentiful data the progressive curve departs from the probe curve --------
+@pytest.mark.parametrize("probes,want", [
+    ([0.5, 0.51, 0.52, 0.55, 0.6, 0.75, 0.8], "supported"),
+    ([0.5, 0.6875, 0.75, 0.78125, 0.8, 0.80625, 0.8125], "contradicted")])  # EARLY_RISE's shape
+def test_004_c2(tmp_path, probes, want):
+    synth = SyntheticStore(tmp_path)
+    runs = plant_progressive(synth, "sst2", 50_000, EARLY_RISE, noise=0.002)
+    planted = plant_probes(synth, "sst2", probes, noise=0.002)
+    row = one(verdicts(tmp_path, "004-C2"), "sst2")
+    assert row.verdict == want, row.reason
+    s = np.array([runs[k].mean() for k in range(7)])
+    p = np.array([planted[k].mean() for k in range(7)])
+    d = np.abs((s - s[0]) / (s[-1] - s[0]) - (p - p.min()) / (p.max() - p.min())).mean()
+    assert row.estimate == pytest.approx(d)
+    assert row.ci_low <= d <= row.ci_high
