@@ -35,7 +35,9 @@ from reinit_tune.verdicts.statistics import (
     AtChance,
     ByTask,
     Contrast,
+    CurveArea,
     EveryLayer,
+    LinearDrop,
     SeedValue,
     ShareShift,
     SizeContrast,
@@ -235,6 +237,15 @@ CLAIMS: tuple[Claim, ...] = (
         caveat="000's sizes are 1% and 100% of SST-2; any two sizes at least 10x apart stand "
                "in, labelled; the 10% size is not evaluated"),
     Claim(
+        "000-C3", "000", "P2", "SST-2: with less data the progressive curve is less concave",
+        "000 §6.1.1",
+        "The loss in accuracy with increasing partial re-initialization becomes less concave "
+        "as training data size decreases.",
+        CurveArea(), "AUC(large) - AUC(small) of G(k) over k/L, seed bootstrap",
+        tasks=("sst2",), only_tasks=True,
+        caveat="the middle-third share MC, the secondary statistic, is not evaluated; the "
+               "same finding as 003-C2 in another form"),
+    Claim(
         "000-C7", "000", "P2", "~670 examples: the middle layers are worth ~5 points on SST-2 "
         "(part a)", "000 §6.1.3",
         "For SST-2, we see that reinitializing the middle layers also leads to considerable "
@@ -269,6 +280,14 @@ CLAIMS: tuple[Claim, ...] = (
         SizeContrast(GAIN), "T(small) - T(large), T(n) = s(L) - s(0), Welch",
         tasks=("sst2", "qnli"),
         caveat="with epochs fixed, small-n runs take fewer optimizer steps"),
+    Claim(
+        "000-C8", "000", "P2", "CoLA: a roughly linear drop; early and middle layers equal",
+        "000 §6.1.4",
+        "a fairly linear drop in performance with increasing partial reinitialization; middle "
+        "and earlier layers seems to contribute equally",
+        LinearDrop(), "(a) AUC - 0.5 and (b) G(L/3) - (G(2L/3) - G(L/3)), each within 0.1 "
+        "(seed bootstrap)", tasks=("cola",), only_tasks=True,
+        caveat="contradicts 001-C8 (flat until layer 10); the margin 0.1 is claims.md's"),
     Claim(
         "000-C9", "000", "P2", "probing peaks lower and needs more layers than partial reinit",
         "000 §6.2; Conclusion",

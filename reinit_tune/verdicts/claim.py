@@ -22,7 +22,9 @@ from reinit_tune.verdicts.statistics import (
     AtChance,
     ByTask,
     Contrast,
+    CurveArea,
     EveryLayer,
+    LinearDrop,
     SeedValue,
     ShareShift,
     SizeContrast,
@@ -34,7 +36,7 @@ from reinit_tune.verdicts.statistics import (
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
-             | AcrossSizes | ByTask | CurveGap)
+             | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -472,6 +472,106 @@ class ByTask:
         return part.evaluate(group, n_min)
 
 
+def curve_cells(group: Group, n_min: int) -> tuple[list[pd.Series], tuple[str, ...]]:
+    """The progressive cells k = 0..L of ``group`` and the names of those short of runs."""
+    cells = [group.cell(Kept(k)) for k in range(group.num_layers + 1)]
+    return cells, tuple(Kept(k).describe(group.num_layers) + f" at {group.size}"
+                        for k, c in enumerate(cells) if len(c) < n_min)
+
+
+def _boot_group(cells: list[pd.Series]) -> BootGroup:
+    units = [tuple(c.index) for c in cells]
+    paired = all(u == units[0] for u in units)
+    return BootGroup.of([c.to_numpy() for c in cells], paired)
+
+
+def shares(means: list) -> np.ndarray:
+    """G(k) = (s(k) − s(0)) / (s(L) − s(0)) for k = 0..L from the cell means (floats or
+    arrays of resamples), stacked on the last axis."""
+    m = np.stack([np.asarray(x, dtype=np.float64) for x in means], axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (m - m[..., :1]) / (m[..., -1:] - m[..., :1])
+
+
+def area(g: np.ndarray) -> np.ndarray:
+    """AUC of the normalized progressive curve G over x = k/L in [0, 1] (trapezoid): 0.5
+    for a straight line, above it for a concave curve (the early layers give most)."""
+    from scipy.integrate import trapezoid  # numpy's own is numpy >= 2 only
+
+    return trapezoid(g, np.linspace(0.0, 1.0, g.shape[-1]), axis=-1)
+
+
+@dataclass(frozen=True)
+class CurveArea:
+    """000-C3: [BOOT] AUC(large) − AUC(small) of the normalized progressive curve (seeds
+    resampled inside each size); > 0: the curve is less concave with less data. Only where
+    the pretraining gain is significantly positive at both sizes."""
+
+    rule: Rule = Rule()
+    ratio: float = 10.0
+    scope = "sizes"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, small: Group, large: Group, n_min: int) -> Finding:
+        (cs, ms), (cl, ml) = curve_cells(small, n_min), curve_cells(large, n_min)
+        if ms or ml:
+            missing = (*ms, *ml)
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
+                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+        for group in (small, large):
+            gain, _, _ = lin([group], [GAIN], n_min)
+            if gain is None or directional(gain) is not Verdict.SUPPORTED:
+                return Finding(Verdict.INCONCLUSIVE, family="progressive",
+                               reason=f"no significant pretraining gain at {group.size}; "
+                                      "the normalized curve is undefined")
+
+        def statistic(means):
+            return area(shares(means[1])) - area(shares(means[0]))
+
+        interval = cluster_bootstrap([_boot_group(cs), _boot_group(cl)], statistic)
+        return Finding(self.rule.decide(interval), interval, rule=self.rule,
+                       family="progressive",
+                       reason=f"AUC {float(area(shares([c.mean() for c in cl]))):.3f} at "
+                              f"{large.size}, {float(area(shares([c.mean() for c in cs]))):.3f}"
+                              f" at {small.size}")
+
+
+@dataclass(frozen=True)
+class LinearDrop:
+    """000-C8: the normalized progressive curve is about a straight line, (a) |AUC − 0.5|
+    ≤ ``margin``, and (b) the first third of the layers gives about what the middle third
+    gives, |G(L/3) − (G(2L/3) − G(L/3))| ≤ ``margin``: each [EQ] by the seed bootstrap's
+    interval; a conjunction."""
+
+    margin: float = 0.1
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        cells, missing = curve_cells(group, n_min)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
+                           reason="missing: " + ", ".join(missing) + f" for {group.task}")
+        third, two = round(group.num_layers / 3), round(2 * group.num_layers / 3)
+        boot = [_boot_group(cells)]
+        rule = Rule("equivalence", self.margin)
+        parts = (("a: AUC - 0.5", lambda m: area(shares(m[0])) - 0.5),
+                 (f"b: G({third}) - (G({two}) - G({third}))",
+                  lambda m: 2 * shares(m[0])[..., third] - shares(m[0])[..., two]))
+        found = [(label, cluster_bootstrap(boot, f)) for label, f in parts]
+        verdicts = [rule.decide(i) for _, i in found]
+        verdict = conjunction(verdicts)
+        shown = next((i for (_, i), v in zip(found, verdicts, strict=True) if v is verdict),
+                     found[0][1])
+        named = "; ".join(f"({label}) {v} {i.estimate:+.3f} [{i.low:+.3f}, {i.high:+.3f}]"
+                          for (label, i), v in zip(found, verdicts, strict=True))
+        return Finding(verdict, shown, named, rule, family="progressive")
+
+
 @dataclass(frozen=True)
 class Trend:
     """[TREND] Spearman's ρ between k and s̄(k) over every progressive k = 0..L, with the

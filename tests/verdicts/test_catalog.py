@@ -196,3 +196,36 @@ def test_000_c2(tmp_path, top, want):
     low, high = t.confidence_interval(0.95)
     assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(
         (x.mean() - y.mean(), low, high))
+
+
+# -- 000-C3 / C8: the shape of the normalized progressive curve ----------------------------
+def auc(curve: dict) -> float:
+    s = np.array([curve[k].mean() for k in sorted(curve)])
+    g = (s - s[0]) / (s[-1] - s[0])
+    return float(np.sum((g[1:] + g[:-1]) / 2) / (len(g) - 1))  # trapezoid over k/L
+
+
+LINEAR = {k: 0.5 + 0.05 * k for k in range(7)}
+CONCAVE = {0: 0.5, 1: 0.7, 2: 0.75, 3: 0.77, 4: 0.78, 5: 0.79, 6: 0.8}
+
+
+@pytest.mark.parametrize("small,large,want", [(LINEAR, CONCAVE, "supported"),
+                                              (CONCAVE, LINEAR, "contradicted")])
+def test_000_c3(tmp_path, small, large, want):
+    synth = SyntheticStore(tmp_path)
+    a = plant_progressive(synth, "sst2", 670, small, seeds=5, noise=0.003)
+    b = plant_progressive(synth, "sst2", 67_000, large, seeds=5, noise=0.003)
+    row = one(verdicts(tmp_path, "000-C3"), "sst2")
+    assert row.verdict == want, row.reason
+    assert row.estimate == pytest.approx(auc(b) - auc(a))
+
+
+@pytest.mark.parametrize("curve,want", [(LINEAR, "supported"), (CONCAVE, "contradicted")])
+def test_000_c8(tmp_path, curve, want):
+    synth = SyntheticStore(tmp_path)
+    runs = plant_progressive(synth, "cola", 8551, curve, seeds=5, noise=0.003)
+    row = one(verdicts(tmp_path, "000-C8"), "cola")
+    assert row.verdict == want, row.reason
+    assert "(a: AUC - 0.5)" in row.reason and "(b: G(2) - (G(4) - G(2)))" in row.reason
+    if want == "contradicted":  # (a) decides: AUC well above 0.5
+        assert row.estimate == pytest.approx(auc(runs) - 0.5)
