@@ -382,6 +382,16 @@ CLAIMS: tuple[Claim, ...] = (
         figure="002-dynamics",
         caveat="the factor 2 is claims.md's reading of 'drastically'"),
     Claim(
+        "002-C2", "002", "P2", "representation change (SVCCA) grows with depth",
+        "002 §4; Fig. 2",
+        "changes in SVCCA distance in higher layers are more distinct than lower layers",
+        SeedValue("rho_svcca", "002-dynamics"),
+        "Spearman rho of layer l and the SVCCA distance between its pretrained and finetuned "
+        "outputs within each finetuned model, mean over seeds (seed bootstrap CI)",
+        figure="002-dynamics",
+        caveat="the late/early ratio is not evaluated; SVCCA's settings (99% variance kept) "
+               "change the levels"),
+    Claim(
         "001-C1", "001", "P2", "WNLI as an intermediate task helps CoLA and MRPC, not RTE",
         "001 §6.1; Fig. 2 table; Conclusion",
         "using WNLI as an intermediate task and each of the other tasks as the final task "

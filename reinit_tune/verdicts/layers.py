@@ -8,6 +8,8 @@ grow with depth in one finetuned model (000 §6.3, 002 §3).
   asks for both norms).
 - ``js_late`` / ``js_early``: the mean attention JS divergence (002's formula) over the late
   layers (l/L > 3/4) and over the early and middle ones; ``rho_js``: Spearman ρ of l and JS.
+- ``rho_svcca``: Spearman ρ of the layer l = 1..L and the SVCCA distance between its
+  pretrained and finetuned outputs (002 §4).
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-VALUES = ("rho_w_output", "rho_w_output_fro", "js_late", "js_early", "rho_js")
+VALUES = ("rho_w_output", "rho_w_output_fro", "js_late", "js_early", "rho_js", "rho_svcca")
 # what ``per_trial`` reads of the similarity table
 SIMILARITY_COLUMNS = ("trial_id", "layer", "attention_js", "w_output_spectral_pretrained",
-                      "w_output_fro")
+                      "w_output_fro", "svcca_distance")
 
 
 def _rho(layers: np.ndarray, values: np.ndarray) -> float:
@@ -54,5 +56,6 @@ def per_trial(similarity: pd.DataFrame) -> pd.DataFrame:
             "js_early": (float(np.nanmean(js[~late])) if np.isfinite(js[~late]).any()
                          else np.nan),
             "rho_js": _rho(layers, js),
+            "rho_svcca": _rho(layers, _column(part, "svcca_distance")),
         })
     return pd.DataFrame(rows, columns=["trial_id", *VALUES])

@@ -229,3 +229,26 @@ def test_000_c8(tmp_path, curve, want):
     assert "(a: AUC - 0.5)" in row.reason and "(b: G(2) - (G(4) - G(2)))" in row.reason
     if want == "contradicted":  # (a) decides: AUC well above 0.5
         assert row.estimate == pytest.approx(auc(runs) - 0.5)
+
+
+# -- 002-C2: SVCCA distance from the pretrained layer grows with depth ---------------------
+@pytest.mark.parametrize("slope,want", [(0.05, "supported"), (-0.05, "contradicted")])
+def test_002_c2(tmp_path, slope, want):
+    from reinit_tune import store
+    from reinit_tune.verdicts import BY_ID, evaluate
+
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(8)
+    rhos = []
+    for seed in range(5):
+        tid = synth.add("002-dynamics", "mrpc", 0.8, seed=seed, train_size=3668)
+        d = [0.3 + slope * layer + rng.normal(0, 0.02) for layer in range(1, 7)]
+        store.write_similarity(tmp_path, tid, [
+            {"trial_id": tid, "layer": layer, "svcca_distance": d[layer - 1]}
+            for layer in range(1, 7)])
+        rhos.append(stats.spearmanr(range(1, 7), d).statistic)
+    rows = evaluate(store.load_trials(tmp_path), [BY_ID["002-C2"]],
+                    similarity=store.load_similarity(tmp_path))
+    row = one(rows, "mrpc")
+    assert row.verdict == want
+    assert row.estimate == pytest.approx(np.mean(rhos))
