@@ -37,6 +37,7 @@ from reinit_tune.verdicts.statistics import (
     Contrast,
     CurveArea,
     EveryLayer,
+    Jump,
     LinearDrop,
     SeedValue,
     ShareShift,
@@ -326,6 +327,24 @@ CLAIMS: tuple[Claim, ...] = (
         tasks=("sst2", "qnli"), figure="000-distance", overall="all",
         caveat="000's code uses the spectral norm of output.dense; the Frobenius form is "
                "stored too (rho_w_output_fro)"),
+    Claim(
+        "001-C8", "001", "P2", "CoLA: flat at chance until 10 layers, then a jump",
+        "001 §6.2",
+        "performance is flat until adding back layer 10, where it jumps to 0.6; layers 1 "
+        "through 8 do not encode important information for the task",
+        All((("a: s(k) within 0.05 of chance for k <= 9 of 12", AtChance(
+                upto=9, margin=0.05, contradicts=False)),
+             ("b: s(10) - s(9) - 0.5 (F - E) > 0", Jump(9, 10)),
+             ("c: 0.9F - R_first + 0.1E < 0", Contrast(
+                 ((F, 0.9), (Block(0, False), -1.0), (E, 0.1)), rule=LESS)),
+             ("c: 0.9F - R_second + 0.1E < 0", Contrast(
+                 ((F, 0.9), (Block(1, False), -1.0), (E, 0.1)), rule=LESS)))),
+        "(a) equivalence to chance, Bonferroni; (b) the jump as a share of the gain; (c) "
+        "reinitializing block 1 or 2 alone loses less than 10% of the gain (localized)",
+        tasks=("cola",), only_tasks=True,
+        published="MCC 0.6 at k = 10 (above 001's own full model, 0.526)",
+        caveat="on a 6-layer model 9 and 10 of 12 map onto one layer: (b) needs a deeper "
+               "model; (a) alone never contradicts (claims.md); contradicts 000-C8, 003-C18"),
     Claim(
         "001-C9", "001", "P2", "MRPC: reinitializing any suffix gives the majority predictor",
         "001 §5.6 table", "the performance does not change with reinitializing different "

@@ -24,6 +24,7 @@ from reinit_tune.verdicts.statistics import (
     Contrast,
     CurveArea,
     EveryLayer,
+    Jump,
     LinearDrop,
     SeedValue,
     ShareShift,
@@ -36,7 +37,8 @@ from reinit_tune.verdicts.statistics import (
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
-             | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop)
+             | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop
+             | Jump)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

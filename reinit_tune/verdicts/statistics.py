@@ -38,6 +38,7 @@ from reinit_tune.inference import (
 )
 from reinit_tune.inference.bootstrap import Group as BootGroup
 from reinit_tune.verdicts.conditions import Condition, Kept, Layer, Permuted
+from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule
 
@@ -376,15 +377,26 @@ class AtChance:
     class scores on the group's metric): each |s̄(k) − chance| within δ_abs by its
     Bonferroni interval (over the L cells). Supported if every interval lies inside ±δ_abs
     of chance, contradicted if any lower bound is above chance + δ_abs (that k learns); the
-    k farthest above chance is shown (its mean minus chance)."""
+    k farthest above chance is shown (its mean minus chance). ``upto``: the cells k ≤ a
+    paper's layer count mapped onto the model (default: every k < L); ``margin``: the
+    equivalence margin (default δ_abs); ``contradicts``: whether a k above chance
+    contradicts the claim (else it leaves it inconclusive)."""
 
+    upto: int | None = None
+    margin: float | None = None
+    contradicts: bool = True
     scope = "group"
 
+    def ks(self, num_layers: int) -> range:
+        if self.upto is None:
+            return range(num_layers)
+        return range(map_layer(self.upto, num_layers).layers + 1)
+
     def conditions(self, num_layers: int) -> list[Condition]:
-        return [Kept(k) for k in range(num_layers)]
+        return [Kept(k) for k in self.ks(num_layers)]
 
     def evaluate(self, group: Group, n_min: int) -> Finding:
-        cells = {k: group.cell(Kept(k)) for k in range(group.num_layers)}
+        cells = {k: group.cell(Kept(k)) for k in self.ks(group.num_layers)}
         missing = _missing({Kept(k).describe(group.num_layers): c for k, c in cells.items()},
                            n_min)
         if missing:
@@ -394,20 +406,21 @@ class AtChance:
             return Finding(Verdict.NOT_ENOUGH_DATA, missing=("the dev majority-class score",),
                            family="progressive",
                            reason="the runs recorded no majority-class score (chance)")
-        delta = Rule("equivalence", margin="abs").at(group.metric).value
+        delta = self.margin or Rule("equivalence", margin="abs").at(group.metric).value
         level = bonferroni_level(len(cells))
         intervals = {k: unpaired_contrast([c.to_numpy() - group.chance], [1.0], level)
                      for k, c in cells.items()}
         worst_k = max(intervals, key=lambda k: intervals[k].estimate)
         if all(i.defined and -delta <= i.low and i.high <= delta for i in intervals.values()):
             verdict = Verdict.SUPPORTED
-        elif any(i.defined and i.low > delta for i in intervals.values()):
+        elif self.contradicts and any(i.defined and i.low > delta
+                                      for i in intervals.values()):
             verdict = Verdict.CONTRADICTED
         else:
             verdict = Verdict.INCONCLUSIVE
         return Finding(verdict, intervals[worst_k], rule=Rule("equivalence", delta),
                        family="progressive",
-                       reason=(f"k = 0..{group.num_layers - 1} against chance "
+                       reason=(f"k = 0..{max(cells)} against chance "
                                f"{group.chance:.4f} within {delta:g}, Bonferroni level "
                                f"{level:.4f}; k={worst_k} (the farthest above) shown"))
 
@@ -450,6 +463,36 @@ class AcrossSizes:
                      (found[0][0], found[0][1]))
         named = "; ".join(f"({label}) {v} {i.estimate:+.4f}" for label, i, v in found)
         return Finding(verdict, shown[1], named, self.rule, family=family)
+
+
+@dataclass(frozen=True)
+class Jump:
+    """001-C8(b): a jump of more than ``share`` of the pretraining gain between keeping the
+    paper's ``before`` and ``after`` layers (of 12, mapped onto the model): [LIN]
+    s̄(after) − s̄(before) − share·(s̄(L) − s̄(0)) > 0. Where both map onto one layer of the
+    model (9 and 10 of 12 on a 6-layer model) there is no jump to test."""
+
+    before: int
+    after: int
+    share: float = 0.5
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(map_layer(self.before, num_layers).layers),
+                Kept(map_layer(self.after, num_layers).layers), Kept("E"), Kept("F")]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        a = map_layer(self.before, group.num_layers)
+        b = map_layer(self.after, group.num_layers)
+        if a.layers == b.layers:
+            deeper = (f"a model deeper than {group.num_layers} layers ({self.before} and "
+                      f"{self.after} of 12 map onto layer {a.layers})")
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=(deeper,),
+                           reason=f"{self.before} and {self.after} of 12 layers both map onto "
+                                  f"layer {a.layers} of {group.num_layers}: no jump to test")
+        return Contrast(((Kept(b.layers), 1.0), (Kept(a.layers), -1.0),
+                         (Kept("F"), -self.share), (Kept("E"), self.share))).evaluate(
+                             group, n_min)
 
 
 @dataclass(frozen=True)

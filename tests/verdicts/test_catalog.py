@@ -252,3 +252,41 @@ def test_002_c2(tmp_path, slope, want):
     row = one(rows, "mrpc")
     assert row.verdict == want
     assert row.estimate == pytest.approx(np.mean(rhos))
+
+
+# -- 001-C8: CoLA flat at chance, then a jump; the lower blocks not needed -----------------
+def _cola_12(synth, curve: dict, reinit_first: float, reinit_second: float):
+    runs = plant_progressive(synth, "cola", 5000, curve, layers=12, seeds=4, noise=0.005,
+                             majority=0.0)
+    blocks = plant_localized(synth, "cola", {"E": curve[0], "F": curve[12],
+                                             ("reinit", 0): reinit_first,
+                                             ("reinit", 1): reinit_second}, noise=0.005)
+    return runs, blocks
+
+
+JUMP = {k: 0.0 for k in range(10)} | {10: 0.5, 11: 0.52, 12: 0.55}
+
+
+@pytest.mark.parametrize("curve,first,want", [
+    (JUMP, 0.55, "supported"),
+    ({k: 0.05 * k for k in range(13)}, 0.55, "contradicted"),  # no jump: a straight line
+    (JUMP, 0.2, "contradicted")])  # reinitializing layers 1-3 loses most of the gain
+def test_001_c8(tmp_path, curve, first, want):
+    synth = SyntheticStore(tmp_path)
+    runs, blocks = _cola_12(synth, curve, first, 0.55)
+    row = one(verdicts(tmp_path, "001-C8"), "cola")
+    assert row.verdict == want, row.reason
+    if want == "supported":  # (a) shown: the k farthest above chance, Bonferroni over 10
+        worst = max(range(10), key=lambda k: runs[k].mean())
+        x = runs[worst]
+        half = stats.t.ppf(1 - 0.05 / 10 / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size)
+        assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(
+            (x.mean(), x.mean() - half, x.mean() + half))
+
+
+def test_001_c8_needs_a_deeper_model_than_six_layers(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "cola", 5000, {k: 0.1 * k for k in range(7)}, majority=0.0)
+    row = one(verdicts(tmp_path, "001-C8"), "cola")
+    assert row.verdict == NED
+    assert "a model deeper than 6 layers (9 and 10 of 12 map onto layer 5)" in row.reason
