@@ -161,10 +161,14 @@ def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
             rows.append(_row(claim, probe, statistic.evaluate(None, probe, claim.n_min),
                              results_dir))
         return rows
-    finetuning = [g for g in candidates if g not in probes]
-    for group in finetuning:
-        mine = [p for p in probes if (p.task, p.model, p.num_layers)
-                == (group.task, group.model, group.num_layers)]
+    by_model = defaultdict(list)
+    for probe in probes:
+        by_model[probe.task, probe.model, probe.num_layers].append(probe)
+    probed = {id(p) for p in probes}
+    for group in candidates:
+        if id(group) in probed:
+            continue
+        mine = by_model.get((group.task, group.model, group.num_layers), [])
         if not mine:
             need = f"probing k=0..{group.num_layers} (full train, 10 epochs)"
             rows.append(_row(claim, group, Finding(
