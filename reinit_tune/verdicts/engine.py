@@ -31,7 +31,7 @@ from reinit_tune.sweep.seeds import ON_DEMAND_FAMILIES
 from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
-from reinit_tune.verdicts.conditions import Kept, Probe
+from reinit_tune.verdicts.conditions import Kept
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group, groups
 from reinit_tune.verdicts.probes import ProbePeak
@@ -103,10 +103,11 @@ def _claim(claim: Claim, found: list[Group], results_dir: str) -> list[VerdictRo
     elif scope == "sizes":
         rows = _sizes(claim, candidates, results_dir)
     elif scope == "probe":
-        probes = [g for g in found if (not claim.only_tasks or g.task in claim.tasks)
-                  and any(isinstance(c, Probe) and g.has(c)
-                          for c in ProbePeak().conditions(g.num_layers))]
-        rows = _probes(claim, candidates, probes, results_dir)
+        probed = [g for g in found if any(g.has(c)
+                                          for c in ProbePeak().conditions(g.num_layers))]
+        rows = _probes(claim, candidates, [g for g in probed if not claim.only_tasks
+                                           or g.task in claim.tasks], results_dir,
+                       any_probes=bool(probed))
     else:
         rows = _tasks(claim, candidates, results_dir)
     rows += _overall(claim, rows)
@@ -149,11 +150,13 @@ def _sizes(claim: Claim, candidates: list[Group], results_dir: str) -> list[Verd
 
 
 def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
-            results_dir: str) -> list[VerdictRow]:
-    """Each probe group with each finetuning group of its task, model and depth (any size
-    and protocol: probes train on the full split for 10 epochs); a claim about probes alone
-    takes each probe group by itself. A finetuning group without probes of its task gets a
-    "not enough data" row naming them."""
+            results_dir: str, any_probes: bool) -> list[VerdictRow]:
+    """Each finetuning group with the probe groups of its task, model and depth (any size:
+    probes train on the full split for 10 epochs) whose protocol is closest to its own; a
+    claim about probes alone takes each probe group by itself. Where the store has probes
+    (``any_probes``), a finetuning group of the claim's tasks without probes of its own
+    gets a "not enough data" row naming them; a store without any probe gets the claim's
+    one row instead."""
     statistic = claim.statistic
     rows = []
     if not statistic.needs_finetune:
@@ -168,8 +171,8 @@ def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
     for group in candidates:
         if id(group) in probed:
             continue
-        mine = by_model.get((group.task, group.model, group.num_layers), [])
-        if not mine:
+        mine = _closest(group, by_model.get((group.task, group.model, group.num_layers), []))
+        if not mine and any_probes and group.task in claim.tasks:
             need = f"probing k=0..{group.num_layers} (full train, 10 epochs)"
             rows.append(_row(claim, group, Finding(
                 Verdict.NOT_ENOUGH_DATA, missing=(need,), family="probing",
@@ -178,6 +181,17 @@ def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
             rows.append(_row(claim, group, statistic.evaluate(group, probe, claim.n_min),
                              results_dir, probe=probe))
     return rows
+
+
+def _closest(group: Group, probes: list[Group]) -> list[Group]:
+    """The probe groups whose protocol agrees with ``group``'s in the most fields (a store
+    of many protocols pairs each finetuning group with its own probes, not with all)."""
+    if not probes:
+        return []
+    own = set(group.differs)
+    agree = [len(own & set(p.differs)) for p in probes]
+    best = max(agree)
+    return [p for p, a in zip(probes, agree, strict=True) if a == best]
 
 
 def _tasks(claim: Claim, candidates: list[Group], results_dir: str) -> list[VerdictRow]:
@@ -297,15 +311,16 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
             "tasks": f"{claim.figure} runs of the same permutations on two tasks",
             "probe": f"probes of every hidden state and {claim.figure} runs of one task"
             }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
+    family = "probing" if claim.statistic.scope == "probe" else claim.figure
     return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,
                       train_size=None, model=None, published=claim.published,
                       reason=(f"missing: {what} (the paper's tasks: "
                               f"{tasks or 'any'}); the store has ok runs of "
                               f"{', '.join(have) if have else 'no task'}"),
-                      command=(f"reinit-tune sweep {claim.figure}"
+                      command=(f"reinit-tune sweep {family}"
                                + (f" --tasks {tasks}" if tasks else "")
-                               + {"plentiful": " --sizes 50000", "scarce": " --sizes 500"}
-                               .get(claim.sizes, "")
+                               + ({"plentiful": " --sizes 50000", "scarce": " --sizes 500"}
+                                  .get(claim.sizes, "") if family != "probing" else "")
                                + f" --seeds {claim.n_min} --results {results_dir}"),
                       figure=claim.figure)
 

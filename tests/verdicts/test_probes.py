@@ -104,10 +104,17 @@ def test_003_c5(tmp_path, q, early_probe, noise, want):
 def test_003_c5_without_probes_names_the_probing_sweep(tmp_path):
     synth = SyntheticStore(tmp_path)
     plant_progressive(synth, "sst2", 5000, {0: 0.5, 2: 0.8, 6: 0.9})
+    rows = evaluate(store.load_trials(tmp_path), [BY_ID["003-C5"]])
+    row = one(rows, None)  # no probe at all: one row for the claim
+    assert row.verdict == NED and "missing: probes of every hidden state" in row.reason
+    assert row.command.startswith("reinit-tune sweep probing --tasks sst2")
+    assert "--sizes" not in row.command  # the probing family's default: the full split
+    # probes of another task: each finetuning group of the claim's task names its own
+    plant_probes(synth, "qnli", [0.5, 0.51, 0.52, 0.6, 0.7, 0.8, 0.85])
     row = one(verdicts(tmp_path, "003-C5"), "sst2")
     assert row.verdict == NED and "missing: probing k=0..6" in row.reason
     assert row.command.startswith("reinit-tune sweep probing --model")
-    assert "--sizes full" in row.command  # no probes yet: the paper's own protocol
+    assert "--sizes full" in row.command
 
 
 # -- 003-C4: the best-probing block is neither sufficient nor necessary --------------------
