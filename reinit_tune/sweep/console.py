@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from reinit_tune.errors import InputError
+
 LOGS = "_logs"  # under the results folder: the store's readers skip it
 
 
@@ -90,6 +92,8 @@ def ray_output_to(log: Path, out: TextIO | None = None) -> Iterator[Console]:
     """Send Ray's and Tune's output to ``log`` until the block ends; the yielded
     ``Console`` says where the command's own lines go (``out``: default standard output).
     """
+    # the folders this makes: bad input found once Ray is up must leave nothing behind
+    made = [p for p in (log.parent, *log.parent.parents) if not p.exists()]
     try:
         log.parent.mkdir(parents=True, exist_ok=True)
         file: TextIO | None = open(log, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -122,6 +126,12 @@ def ray_output_to(log: Path, out: TextIO | None = None) -> Iterator[Console]:
     sys.stdout = sys.stderr = _LogStream(file)
     try:
         yield Console(out=terminal_out, err=terminal_err, log=log)
+    except InputError:
+        with contextlib.suppress(OSError):
+            log.unlink()
+            for folder in made:
+                folder.rmdir()
+        raise
     finally:
         sys.stdout, sys.stderr = saved_stdout, saved_stderr
         os.dup2(saved_fd2, 2)
