@@ -74,18 +74,7 @@ class ProbePeak:
             return _not_enough(missing, probe)
         late = 3 * probe.num_layers / 4
         cells = [probe.cell(Probe(layer)) for layer in layers]
-        seeds = cells[0].index
-        for cell in cells[1:]:
-            seeds = seeds.intersection(cell.index)
-        rng = np.random.default_rng(0)
-        if len(seeds) >= 2:  # paired: one seed's probes of every layer resampled together
-            matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
-            rows = rng.integers(0, len(seeds), size=(RESAMPLES, len(seeds)))
-            means = matrix[rows].mean(axis=1)
-        else:
-            means = np.column_stack([
-                c.to_numpy()[rng.integers(0, len(c), size=(RESAMPLES, len(c)))].mean(axis=1)
-                for c in cells])
+        means = resampled_means(cells, np.random.default_rng(0))
         p_late = float((means.argmax(axis=1) > late).mean())
         best = int(np.argmax(probe_means(probe, layers)))
         verdict = (Verdict.SUPPORTED if p_late >= 0.95 else
@@ -256,6 +245,32 @@ class ProbeContrast:
         return self.contrast.evaluate(probe, n_min)
 
 
+def resampled_means(cells: list, rng) -> np.ndarray:
+    """``RESAMPLES`` bootstrap draws of the cells' means (one column per cell): the seeds
+    the cells share resampled together, else each cell on its own."""
+    seeds = cells[0].index
+    for cell in cells[1:]:
+        seeds = seeds.intersection(cell.index)
+    if len(seeds) >= 2:
+        matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
+        return matrix[rng.integers(0, len(seeds), size=(RESAMPLES, len(seeds)))].mean(axis=1)
+    return np.column_stack([c.to_numpy()[rng.integers(0, len(c), (RESAMPLES, len(c)))]
+                            .mean(axis=1) for c in cells])
+
+
+def _curves(finetune: Group, probe: Group, n_min: int) -> tuple[list, Finding | None]:
+    """The progressive cells k = 0..L, and a "not enough data" finding where they or the
+    probes of every hidden state are short of runs."""
+    ft = [finetune.cell(Kept(k)) for k in range(finetune.num_layers + 1)]
+    missing = _probe_missing(probe, range(probe.num_layers + 1), n_min) + tuple(
+        Kept(k).describe(finetune.num_layers) for k, c in enumerate(ft) if len(c) < n_min)
+    if not missing:
+        return ft, None
+    return ft, Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
+                       family="probing" if missing[0].startswith("probing") else "progressive",
+                       reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+
+
 def halfway(curve: np.ndarray) -> np.ndarray:
     """The first index where each row of ``curve`` reaches half its way from its first
     value to its last (its normalized value ≥ 0.5); rows without a rise give −1."""
@@ -281,33 +296,16 @@ class ProbesNeedMoreLayers:
     def conditions(self, num_layers: int) -> list[Condition]:
         return [Kept(k) for k in range(num_layers + 1)]
 
-    @staticmethod
-    def _draws(cells: list, rng) -> np.ndarray:
-        seeds = cells[0].index
-        for cell in cells[1:]:
-            seeds = seeds.intersection(cell.index)
-        if len(seeds) >= 2:
-            matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
-            return matrix[rng.integers(0, len(seeds), size=(RESAMPLES, len(seeds)))].mean(1)
-        return np.column_stack([c.to_numpy()[rng.integers(0, len(c), (RESAMPLES, len(c)))]
-                                .mean(axis=1) for c in cells])
-
     def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
         layers = range(probe.num_layers + 1)
-        missing = _probe_missing(probe, layers, n_min)
-        ft = [finetune.cell(Kept(k)) for k in range(finetune.num_layers + 1)]
-        missing += tuple(Kept(k).describe(finetune.num_layers) for k, c in enumerate(ft)
-                         if len(c) < n_min)
-        if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
-                           family="probing" if missing[0].startswith("probing")
-                           else "progressive",
-                           reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+        ft, short = _curves(finetune, probe, n_min)
+        if short is not None:
+            return short
         rng = np.random.default_rng(0)
-        probes = self._draws([probe.cell(Probe(layer)) for layer in layers], rng)
+        probes = resampled_means([probe.cell(Probe(layer)) for layer in layers], rng)
         # the probe curve rises to its maximum, wherever that is: normalize up to it
         peak = np.maximum.accumulate(probes, axis=1)
-        k_probe, k_ft = halfway(peak), halfway(self._draws(ft, rng))
+        k_probe, k_ft = halfway(peak), halfway(resampled_means(ft, rng))
         valid = (k_probe >= 0) & (k_ft >= 0)
         if valid.mean() < 0.99:
             return Finding(Verdict.INCONCLUSIVE, family="progressive",
@@ -355,16 +353,11 @@ class CurveGap:
 
     def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
         layers = range(probe.num_layers + 1)
-        ft = [finetune.cell(Kept(k)) for k in range(finetune.num_layers + 1)]
-        missing = tuple(Kept(k).describe(finetune.num_layers) for k, c in enumerate(ft)
-                        if len(c) < n_min) + _probe_missing(probe, layers, n_min)
-        if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
-                           family="probing" if missing[0].startswith("probing")
-                           else "progressive",
-                           reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+        ft, short = _curves(finetune, probe, n_min)
+        if short is not None:
+            return short
         rng = np.random.default_rng(0)
-        draws = curve_gap(ProbesNeedMoreLayers._draws(ft, rng), ProbesNeedMoreLayers._draws(
+        draws = curve_gap(resampled_means(ft, rng), resampled_means(
             [probe.cell(Probe(layer)) for layer in layers], rng))
         observed = float(curve_gap(np.array([[c.mean() for c in ft]]),
                                    probe_means(probe, layers)[None, :])[0])

@@ -175,6 +175,17 @@ class SizeContrast:
         return Finding(self.rule.decide(interval), interval, rule=self.rule, family=family)
 
 
+def _without_gain(sizes: Sequence[Group], n_min: int, what: str) -> Finding | None:
+    """Inconclusive where the pretraining gain F − E is not significantly positive at one
+    of ``sizes`` (a share of it is undefined there), else None."""
+    for group in sizes:
+        gain, _, _ = lin([group], [GAIN], n_min)
+        if gain is None or directional(gain) is not Verdict.SUPPORTED:
+            return Finding(Verdict.INCONCLUSIVE, family="progressive",
+                           reason=f"no significant pretraining gain at {group.size}; {what}")
+    return None
+
+
 @dataclass(frozen=True)
 class ShareShift:
     """[BOOT] G_large(k) − G_small(k), G(k) = (s̄(k) − s̄(0)) / (s̄(L) − s̄(0)), seeds
@@ -203,12 +214,8 @@ class ShareShift:
             return Finding(Verdict.NOT_ENOUGH_DATA, missing=tuple(missing),
                            family="progressive",
                            reason="missing: " + ", ".join(missing) + f" for {small.task}")
-        for group in (small, large):
-            gain, _, _ = lin([group], [GAIN], n_min)
-            if gain is None or directional(gain) is not Verdict.SUPPORTED:
-                return Finding(Verdict.INCONCLUSIVE, family="progressive",
-                               reason=f"no significant pretraining gain at {group.size}; "
-                                      "shares undefined")
+        if (flat := _without_gain((small, large), n_min, "shares undefined")) is not None:
+            return flat
 
         def statistic(means):
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -563,12 +570,9 @@ class CurveArea:
             missing = (*ms, *ml)
             return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
                            reason="missing: " + ", ".join(missing) + f" for {small.task}")
-        for group in (small, large):
-            gain, _, _ = lin([group], [GAIN], n_min)
-            if gain is None or directional(gain) is not Verdict.SUPPORTED:
-                return Finding(Verdict.INCONCLUSIVE, family="progressive",
-                               reason=f"no significant pretraining gain at {group.size}; "
-                                      "the normalized curve is undefined")
+        if (flat := _without_gain((small, large), n_min,
+                                  "the normalized curve is undefined")) is not None:
+            return flat
 
         def statistic(means):
             return area(shares(means[1])) - area(shares(means[0]))
