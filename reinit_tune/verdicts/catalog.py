@@ -33,12 +33,14 @@ from reinit_tune.verdicts.statistics import (
     AcrossSizes,
     All,
     AtChance,
+    BlockProfiles,
     ByTask,
     Contrast,
     CurveArea,
     EveryLayer,
     Jump,
     LinearDrop,
+    MiddleShares,
     SeedValue,
     ShareShift,
     SizeContrast,
@@ -152,6 +154,26 @@ CLAIMS: tuple[Claim, ...] = (
         "P_first - P_b for each other block b, paired by seed, Bonferroni over 3",
         tasks=("qnli",), only_tasks=True, figure="localized",
         caveat="part (b), N_first of QNLI above SST-2's and CoLA's, is not evaluated"),
+    Claim(
+        "003-C11", "003", "P2", "the middle layers matter for SST-2 (and CoLA)",
+        "003 §4; Fig. 2 caption",
+        "SST-2 appears to be particularly damaged by the removal of middle layers",
+        MiddleShares((("a: N_mid(SST-2) > N_mid(QNLI)", "N", "sst2", "qnli"),
+                      ("b: S_mid(SST-2) > S_mid(QNLI)", "S", "sst2", "qnli"),
+                      ("b: S_mid(CoLA) > S_mid(QNLI)", "S", "cola", "qnli"))),
+        "differences across tasks of the middle blocks' normalized loss (N) and gain (S), "
+        "seed bootstrap", tasks=TASKS_003, figure="localized",
+        caveat="the within-task reading of 'particularly' (SST-2's largest N is a middle "
+               "block) is not evaluated"),
+    Claim(
+        "003-C12", "003", "P2", "which layers help most depends on the task",
+        "003 §1 finding 3; §4; Fig. 2",
+        "The layers most beneficial to finetuning differ by task",
+        BlockProfiles(), "task x block interaction of z = (s - E)/(F - E), two-way ANOVA "
+        "(type II) for kept-only and reinitialized blocks, Holm over 2",
+        tasks=TASKS_003, figure="localized",
+        caveat="contradicted on the interaction effects' point estimates (all within 0.1), "
+               "not on their intervals; F and E are taken as known in z"),
     Claim(
         "003-C13", "003", "P1", "shuffling the layer order lowers accuracy",
         "003 §1 finding 4; §5; Fig. 3",

@@ -20,12 +20,14 @@ from reinit_tune.verdicts.statistics import (
     AcrossSizes,
     All,
     AtChance,
+    BlockProfiles,
     ByTask,
     Contrast,
     CurveArea,
     EveryLayer,
     Jump,
     LinearDrop,
+    MiddleShares,
     SeedValue,
     ShareShift,
     SizeContrast,
@@ -38,7 +40,7 @@ Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
              | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop
-             | Jump)
+             | Jump | BlockProfiles | MiddleShares)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -12,6 +12,7 @@ inconclusive verdict says how many seeds per cell would decide it at the observe
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -108,6 +109,8 @@ def _claim(claim: Claim, found: list[Group], results_dir: str) -> list[VerdictRo
         rows = _probes(claim, candidates, [g for g in probed if not claim.only_tasks
                                            or g.task in claim.tasks], results_dir,
                        any_probes=bool(probed))
+    elif scope == "task set":
+        rows = _task_sets(claim, candidates, results_dir)
     else:
         rows = _tasks(claim, candidates, results_dir)
     rows += _overall(claim, rows)
@@ -180,6 +183,18 @@ def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
         for probe in mine:
             rows.append(_row(claim, group, statistic.evaluate(group, probe, claim.n_min),
                              results_dir, probe=probe))
+    return rows
+
+
+def _task_sets(claim: Claim, candidates: list[Group], results_dir: str) -> list[VerdictRow]:
+    """One verdict per size and protocol from the groups of every task run there (a claim
+    comparing tasks' profiles: 003-C11, C12), labelled by its tasks."""
+    rows = []
+    for part in _by(candidates, lambda g: (g.size, g.protocol)):
+        part = sorted(part, key=lambda g: g.task)
+        finding = claim.statistic.evaluate(part, claim.n_min)
+        row = _row(claim, part[0], finding, results_dir)
+        rows.append(dataclasses.replace(row, task=" / ".join(g.task for g in part)))
     return rows
 
 
@@ -309,7 +324,8 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
     what = {"sizes": f"{claim.figure} runs at two sizes at least "
                      f"{getattr(claim.statistic, 'ratio', 10):g}x apart of one task",
             "tasks": f"{claim.figure} runs of the same permutations on two tasks",
-            "probe": f"probes of every hidden state and {claim.figure} runs of one task"
+            "probe": f"probes of every hidden state and {claim.figure} runs of one task",
+            "task set": f"{claim.figure} runs of several tasks at one size"
             }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
     family = "probing" if claim.statistic.scope == "probe" else claim.figure
     return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,

@@ -290,3 +290,46 @@ def test_001_c8_needs_a_deeper_model_than_six_layers(tmp_path):
     row = one(verdicts(tmp_path, "001-C8"), "cola")
     assert row.verdict == NED
     assert "a model deeper than 6 layers (9 and 10 of 12 map onto layer 5)" in row.reason
+
+
+# -- 003-C11 / C12: tasks' block profiles compared ----------------------------------------
+def _profile(kept: list[float], reinit: list[float]) -> dict:
+    return {"E": 0.5, "F": 0.9, **{("kept", b): v for b, v in enumerate(kept)},
+            **{("reinit", b): v for b, v in enumerate(reinit)}}
+
+
+EARLY = _profile([0.85, 0.6, 0.55, 0.52], [0.6, 0.88, 0.89, 0.9])
+LATE = _profile([0.55, 0.6, 0.7, 0.85], [0.9, 0.89, 0.85, 0.6])
+
+
+@pytest.mark.parametrize("sst2,qnli,want", [(EARLY, LATE, "supported"),
+                                            (EARLY, EARLY, "contradicted")])
+def test_003_c12(tmp_path, sst2, qnli, want):
+    synth = SyntheticStore(tmp_path)
+    plant_localized(synth, "sst2", sst2, noise=0.005)
+    plant_localized(synth, "qnli", qnli, noise=0.005, rng=np.random.default_rng(9))
+    row = one(verdicts(tmp_path, "003-C12"), "qnli / sst2")
+    assert row.verdict == want, row.reason
+    assert "kept-only blocks: interaction p" in row.reason
+
+
+MIDDLE = _profile([0.6, 0.8, 0.8, 0.6], [0.88, 0.6, 0.6, 0.88])
+EDGES = _profile([0.8, 0.6, 0.6, 0.8], [0.6, 0.88, 0.88, 0.6])
+
+
+@pytest.mark.parametrize("sst2,qnli,cola,want", [
+    (MIDDLE, EDGES, MIDDLE, "supported"), (EDGES, MIDDLE, EDGES, "contradicted")])
+def test_003_c11(tmp_path, sst2, qnli, cola, want):
+    synth = SyntheticStore(tmp_path)
+    runs = {task: plant_localized(synth, task, means, noise=0.005,
+                                  rng=np.random.default_rng(i))
+            for i, (task, means) in enumerate((("sst2", sst2), ("qnli", qnli),
+                                               ("cola", cola)))}
+    row = one(verdicts(tmp_path, "003-C11"), "cola / qnli / sst2")
+    assert row.verdict == want, row.reason
+
+    def n_mid(r):  # (F - mean R_mid) / (F - E), from the cell means
+        e, f = r["E"].mean(), r["F"].mean()
+        return (f - (r[("reinit", 1)].mean() + r[("reinit", 2)].mean()) / 2) / (f - e)
+
+    assert row.estimate == pytest.approx(n_mid(runs["sst2"]) - n_mid(runs["qnli"]))
