@@ -39,6 +39,7 @@ from reinit_tune.verdicts.statistics import (
     CurveArea,
     EveryLayer,
     Jump,
+    KneeShift,
     LinearDrop,
     MiddleShares,
     SeedValue,
@@ -268,6 +269,16 @@ CLAIMS: tuple[Claim, ...] = (
         tasks=("sst2",), only_tasks=True,
         caveat="the middle-third share MC, the secondary statistic, is not evaluated; the "
                "same finding as 003-C2 in another form"),
+    Claim(
+        "000-C5", "000", "P2", "QNLI: as data shrinks, more bottom layers are needed",
+        "000 §6.1.2",
+        "as training data size decreases, the pre-trained information from more and more "
+        "earlier layers becomes important",
+        KneeShift(), "P(k*_0.8 at the small size > k*_0.8 at the large size), k*: the fewest "
+        "layers kept whose normalized curve reaches 0.8 (seed bootstrap)",
+        tasks=("qnli",), only_tasks=True,
+        published="3 layers (100%), 4 (10%), 5 (1%) of 12",
+        caveat="the paper's knee is read by eye; tau = 0.8 is claims.md's"),
     Claim(
         "000-C7", "000", "P2", "~670 examples: the middle layers are worth ~5 points on SST-2 "
         "(part a)", "000 §6.1.3",

@@ -26,6 +26,7 @@ from reinit_tune.verdicts.statistics import (
     CurveArea,
     EveryLayer,
     Jump,
+    KneeShift,
     LinearDrop,
     MiddleShares,
     SeedValue,
@@ -40,7 +41,8 @@ Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
              | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop
-             | Jump | BlockProfiles | MiddleShares)
+             | Jump | BlockProfiles | MiddleShares
+             | KneeShift)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -37,9 +37,14 @@ from reinit_tune.verdicts.conditions import Block, Condition, Kept, Probe
 from reinit_tune.verdicts.depth import block_name, blocks, map_layer
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule
-from reinit_tune.verdicts.statistics import Contrast
+from reinit_tune.verdicts.statistics import (
+    BOOT_RESAMPLES,
+    Contrast,
+    first_reaching,
+    resampled_means,
+)
 
-RESAMPLES = 10_000
+RESAMPLES = BOOT_RESAMPLES
 
 
 def _probe_missing(probe: Group, layers: range | list[int], n_min: int) -> tuple[str, ...]:
@@ -245,19 +250,6 @@ class ProbeContrast:
         return self.contrast.evaluate(probe, n_min)
 
 
-def resampled_means(cells: list, rng) -> np.ndarray:
-    """``RESAMPLES`` bootstrap draws of the cells' means (one column per cell): the seeds
-    the cells share resampled together, else each cell on its own."""
-    seeds = cells[0].index
-    for cell in cells[1:]:
-        seeds = seeds.intersection(cell.index)
-    if len(seeds) >= 2:
-        matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
-        return matrix[rng.integers(0, len(seeds), size=(RESAMPLES, len(seeds)))].mean(axis=1)
-    return np.column_stack([c.to_numpy()[rng.integers(0, len(c), (RESAMPLES, len(c)))]
-                            .mean(axis=1) for c in cells])
-
-
 def _curves(finetune: Group, probe: Group, n_min: int) -> tuple[list, Finding | None]:
     """The progressive cells k = 0..L, and a "not enough data" finding where they or the
     probes of every hidden state are short of runs."""
@@ -273,13 +265,8 @@ def _curves(finetune: Group, probe: Group, n_min: int) -> tuple[list, Finding | 
 
 def halfway(curve: np.ndarray) -> np.ndarray:
     """The first index where each row of ``curve`` reaches half its way from its first
-    value to its last (its normalized value ≥ 0.5); rows without a rise give −1."""
-    span = curve[:, -1:] - curve[:, :1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        normalized = (curve - curve[:, :1]) / span
-    reached = normalized >= 0.5
-    first = reached.argmax(axis=1)
-    return np.where(reached.any(axis=1) & (span[:, 0] > 0), first, -1)
+    value to its last; rows without a rise give −1."""
+    return first_reaching(curve, 0.5)
 
 
 @dataclass(frozen=True)

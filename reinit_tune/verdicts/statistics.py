@@ -522,6 +522,34 @@ class ByTask:
         return part.evaluate(group, n_min)
 
 
+BOOT_RESAMPLES = 10_000  # claims.md §0.4 [BOOT]: B = 10,000
+
+
+def resampled_means(cells: list, rng) -> np.ndarray:
+    """``BOOT_RESAMPLES`` bootstrap draws of the cells' means (one column per cell): the seeds
+    the cells share resampled together, else each cell on its own."""
+    seeds = cells[0].index
+    for cell in cells[1:]:
+        seeds = seeds.intersection(cell.index)
+    if len(seeds) >= 2:
+        matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
+        return matrix[rng.integers(0, len(seeds), size=(BOOT_RESAMPLES, len(seeds)))].mean(axis=1)
+    return np.column_stack([c.to_numpy()[rng.integers(0, len(c), (BOOT_RESAMPLES, len(c)))]
+                            .mean(axis=1) for c in cells])
+
+
+def first_reaching(curve: np.ndarray, tau: float) -> np.ndarray:
+    """The first index where each row of ``curve``, normalized from its first value (0) to
+    its last (1), reaches ``tau``; rows without a rise give −1 ([KNEE] with τ = 0.8; 0.5:
+    where a curve is half way)."""
+    span = curve[:, -1:] - curve[:, :1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        normalized = (curve - curve[:, :1]) / span
+    reached = normalized >= tau
+    first = reached.argmax(axis=1)
+    return np.where(reached.any(axis=1) & (span[:, 0] > 0), first, -1)
+
+
 def curve_cells(group: Group, n_min: int) -> tuple[list[pd.Series], tuple[str, ...]]:
     """The progressive cells k = 0..L of ``group`` and the names of those short of runs."""
     cells = [group.cell(Kept(k)) for k in range(group.num_layers + 1)]
@@ -583,6 +611,45 @@ class CurveArea:
                        reason=f"AUC {float(area(shares([c.mean() for c in cl]))):.3f} at "
                               f"{large.size}, {float(area(shares([c.mean() for c in cs]))):.3f}"
                               f" at {small.size}")
+
+
+@dataclass(frozen=True)
+class KneeShift:
+    """000-C5 [KNEE]: k*_τ, the fewest layers kept whose normalized progressive curve G
+    reaches ``tau``, at the scarce and the plentiful size, from each bootstrap resample of
+    the seeds (inside each size). P(k*_small > k*_large) ≥ 0.95 supports (less data needs
+    more bottom layers); P(k*_small < k*_large) ≥ 0.95 contradicts. The knees of the means
+    are shown beside the paper's."""
+
+    tau: float = 0.8
+    ratio: float = 10.0
+    scope = "sizes"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, small: Group, large: Group, n_min: int) -> Finding:
+        (cs, ms), (cl, ml) = curve_cells(small, n_min), curve_cells(large, n_min)
+        if ms or ml:
+            missing = (*ms, *ml)
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
+                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+        if (flat := _without_gain((small, large), n_min, "no knee")) is not None:
+            return flat
+        rng = np.random.default_rng(0)
+        k_small = first_reaching(resampled_means(cs, rng), self.tau)
+        k_large = first_reaching(resampled_means(cl, rng), self.tau)
+        later, earlier = float((k_small > k_large).mean()), float((k_small < k_large).mean())
+        verdict = (Verdict.SUPPORTED if later >= 0.95 else
+                   Verdict.CONTRADICTED if earlier >= 0.95 else Verdict.INCONCLUSIVE)
+        knees = [int(first_reaching(np.array([[c.mean() for c in cells]]), self.tau)[0])
+                 for cells in (cs, cl)]
+        return Finding(verdict, Interval(later, np.nan, np.nan, "bootstrap P",
+                                         tuple(len(c) for c in (*cs, *cl))),
+                       family="progressive",
+                       reason=(f"k*_{self.tau:g}: {knees[0]} at {small.size}, {knees[1]} at "
+                               f"{large.size}; P(k* larger with less data) = {later:.3f}, "
+                               f"P(smaller) = {earlier:.3f}"))
 
 
 @dataclass(frozen=True)

@@ -333,3 +333,20 @@ def test_003_c11(tmp_path, sst2, qnli, cola, want):
         return (f - (r[("reinit", 1)].mean() + r[("reinit", 2)].mean()) / 2) / (f - e)
 
     assert row.estimate == pytest.approx(n_mid(runs["sst2"]) - n_mid(runs["qnli"]))
+
+
+# -- 000-C5: with less data the knee moves up ---------------------------------------------
+SHARP = {0: 0.5, 1: 0.6, 2: 0.7, 3: 0.85, 4: 0.87, 5: 0.88, 6: 0.9}  # k*_0.8 = 3
+SLOW = {0: 0.5, 1: 0.52, 2: 0.55, 3: 0.6, 4: 0.65, 5: 0.85, 6: 0.9}  # k*_0.8 = 5
+
+
+@pytest.mark.parametrize("small,large,want", [(SLOW, SHARP, "supported"),
+                                              (SHARP, SLOW, "contradicted")])
+def test_000_c5(tmp_path, small, large, want):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "qnli", 630, small, seeds=6, noise=0.005)
+    plant_progressive(synth, "qnli", 104_743, large, seeds=6, noise=0.005)
+    row = one(verdicts(tmp_path, "000-C5"), "qnli")
+    assert row.verdict == want, row.reason
+    knees = "5 at 630, 3 at 104743" if want == "supported" else "3 at 630, 5 at 104743"
+    assert f"k*_0.8: {knees}" in row.reason
