@@ -38,6 +38,7 @@ from reinit_tune.verdicts.statistics import (
     Contrast,
     CurveArea,
     EveryLayer,
+    FlatMiddle,
     Jump,
     KneeShift,
     LinearDrop,
@@ -269,6 +270,15 @@ CLAIMS: tuple[Claim, ...] = (
         tasks=("sst2",), only_tasks=True,
         caveat="the middle-third share MC, the secondary statistic, is not evaluated; the "
                "same finding as 003-C2 in another form"),
+    Claim(
+        "000-C4", "000", "P2", "QNLI: the middle layers add little, and QNLI is more concave "
+        "than SST-2", "000 §6.1.2; §6.2",
+        "For all the training data fractions, the contribution of pre-trained information from "
+        "the middle layers is fairly low",
+        FlatMiddle(), "(a) MC(QNLI) = G(2L/3) - G(L/3) < 1/3 and (b) AUC(QNLI) - AUC(SST-2) > "
+        "0, seed bootstrap, at each size", tasks=("qnli", "sst2"), only_tasks=True,
+        caveat="one verdict per size; 'every size' (Bonferroni over sizes) is read from the "
+               "rows; the straight-line reference 1/3 is claims.md's"),
     Claim(
         "000-C5", "000", "P2", "QNLI: as data shrinks, more bottom layers are needed",
         "000 §6.1.2",

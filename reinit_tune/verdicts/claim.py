@@ -25,6 +25,7 @@ from reinit_tune.verdicts.statistics import (
     Contrast,
     CurveArea,
     EveryLayer,
+    FlatMiddle,
     Jump,
     KneeShift,
     LinearDrop,
@@ -42,7 +43,7 @@ Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
              | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop
              | Jump | BlockProfiles | MiddleShares
-             | KneeShift)
+             | KneeShift | FlatMiddle)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -653,6 +653,53 @@ class KneeShift:
 
 
 @dataclass(frozen=True)
+class FlatMiddle:
+    """000-C4 at one size, from the groups of every task there: (a) ``task``'s middle third
+    adds little, MC = G(2L/3) − G(L/3) < 1/3 (what a straight line gives it), and (b) its
+    curve is more concave than ``other``'s, AUC(task) − AUC(other) > 0; each by the seed
+    bootstrap (inside each task), a conjunction."""
+
+    task: str = "qnli"
+    other: str = "sst2"
+    scope = "task set"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, tasks: list[Group], n_min: int) -> Finding:
+        by_task = {g.task: g for g in tasks}
+        pair = [by_task.get(self.task), by_task.get(self.other)]
+        if any(g is None for g in pair):
+            need = tuple(f"progressive runs of {t} at this size"
+                         for t, g in zip((self.task, self.other), pair, strict=True)
+                         if g is None)
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=need, family="progressive",
+                           reason="missing: " + ", ".join(need))
+        (ca, ma), (cb, mb) = (curve_cells(g, n_min) for g in pair)
+        if ma or mb:
+            missing = (*ma, *mb)
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
+                           reason="missing: " + ", ".join(missing))
+        if (flat := _without_gain(pair, n_min, "the normalized curve is undefined")):
+            return flat
+        n = pair[0].num_layers
+        third, two = round(n / 3), round(2 * n / 3)
+        middle = cluster_bootstrap(
+            [_boot_group(ca)],
+            lambda m: shares(m[0])[..., two] - shares(m[0])[..., third] - 1 / 3)
+        concave = cluster_bootstrap([_boot_group(ca), _boot_group(cb)],
+                                    lambda m: area(shares(m[0])) - area(shares(m[1])))
+        found = [(f"a: MC({self.task}) - 1/3 < 0", middle,
+                  directional(middle, positive=False)),
+                 (f"b: AUC({self.task}) - AUC({self.other}) > 0", concave,
+                  directional(concave))]
+        verdict = conjunction([v for _, _, v in found])
+        shown = next((i for _, i, v in found if v is verdict), middle)
+        return Finding(verdict, shown, "; ".join(
+            f"({label}) {v} {i.estimate:+.3f}" for label, i, v in found), family="progressive")
+
+
+@dataclass(frozen=True)
 class LinearDrop:
     """000-C8: the normalized progressive curve is about a straight line, (a) |AUC − 0.5|
     ≤ ``margin``, and (b) the first third of the layers gives about what the middle third

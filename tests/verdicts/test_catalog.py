@@ -350,3 +350,16 @@ def test_000_c5(tmp_path, small, large, want):
     assert row.verdict == want, row.reason
     knees = "5 at 630, 3 at 104743" if want == "supported" else "3 at 630, 5 at 104743"
     assert f"k*_0.8: {knees}" in row.reason
+
+
+# -- 000-C4: QNLI's middle third adds little, and its curve is more concave than SST-2's ---
+@pytest.mark.parametrize("qnli,sst2,want", [(CONCAVE, LINEAR, "supported"),
+                                            (LINEAR, CONCAVE, "contradicted")])
+def test_000_c4(tmp_path, qnli, sst2, want):
+    synth = SyntheticStore(tmp_path)
+    a = plant_progressive(synth, "qnli", 5000, qnli, seeds=5, noise=0.003)
+    b = plant_progressive(synth, "sst2", 5000, sst2, seeds=5, noise=0.003)
+    row = one(verdicts(tmp_path, "000-C4"), "qnli / sst2")
+    assert row.verdict == want, row.reason
+    if want == "contradicted":  # (b) decides against: QNLI's area below SST-2's
+        assert row.estimate == pytest.approx(auc(a) - auc(b))
