@@ -49,6 +49,7 @@ from reinit_tune.verdicts.statistics import (
     SpreadRatio,
     TaskCorrelation,
     Trend,
+    UnevenSteps,
 )
 
 E, Q, F = Kept("E"), Kept("q"), Kept("F")
@@ -370,6 +371,16 @@ CLAIMS: tuple[Claim, ...] = (
         tasks=("sst2", "qnli"), figure="000-distance", overall="all",
         caveat="000's code uses the spectral norm of output.dense; the Frobenius form is "
                "stored too (rho_w_output_fro)"),
+    Claim(
+        "001-C4", "001", "P2", "the progressive curve is neither monotone nor evenly spaced",
+        "001 Abstract; §6.2",
+        "the change in performance does not monotonically decrease when reinitializing the "
+        "next upstream layer, nor is the change in performance constant",
+        UnevenSteps(), "(a) per-seed steps s(k+1) - s(k) < 0, one-sided paired t, Holm; (b) "
+        "one-way ANOVA of the steps across k", tasks=("rte", "squad_v2", "stsb", "cola",
+                                                     "mrpc"),
+        caveat="single runs cannot tell a reversal from noise; 001 put SQuAD's dip down to "
+               "noise"),
     Claim(
         "001-C8", "001", "P2", "CoLA: flat at chance until 10 layers, then a jump",
         "001 §6.2",

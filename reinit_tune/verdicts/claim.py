@@ -36,6 +36,7 @@ from reinit_tune.verdicts.statistics import (
     SpreadRatio,
     TaskCorrelation,
     Trend,
+    UnevenSteps,
 )
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
@@ -43,7 +44,7 @@ Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
              | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop
              | Jump | BlockProfiles | MiddleShares
-             | KneeShift | FlatMiddle)
+             | KneeShift | FlatMiddle | UnevenSteps)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

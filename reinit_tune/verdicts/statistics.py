@@ -31,6 +31,7 @@ from reinit_tune.inference import (
     conjunction,
     correlation,
     directional,
+    holm_rejects,
     paired_contrast,
     trend,
     unpaired_contrast,
@@ -697,6 +698,63 @@ class FlatMiddle:
         shown = next((i for _, i, v in found if v is verdict), middle)
         return Finding(verdict, shown, "; ".join(
             f"({label}) {v} {i.estimate:+.3f}" for label, i, v in found), family="progressive")
+
+
+@dataclass(frozen=True)
+class UnevenSteps:
+    """001-C4: the progressive curve is neither monotone nor evenly spaced, from the per-seed
+    steps d_k = s(k+1) − s(k) (cells paired by seed: every k needs the same seeds).
+    (a) some step goes down: one-sided paired t of d_k < 0, Holm over the L steps; supported
+    if any is rejected, contradicted if every step's lower 95% bound is above −δ_abs.
+    (b) the steps differ: one-way ANOVA of the d_k across k (scipy); supported if p < 0.05,
+    contradicted if every step's interval of d_k − T/L lies within ±δ_abs. A conjunction."""
+
+    scope = "group"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, group: Group, n_min: int) -> Finding:
+        from scipy import stats
+
+        cells, missing = curve_cells(group, n_min)
+        seeds = cells[0].index
+        for cell in cells[1:]:
+            seeds = seeds.intersection(cell.index)
+        if not missing and len(seeds) < n_min:
+            missing = (f"{n_min} seeds run at every k ({len(seeds)} found)",)
+        if missing:
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
+                           reason="missing: " + ", ".join(missing) + f" at {group}")
+        matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
+        steps = np.diff(matrix, axis=1)  # per seed, one column per step k -> k+1
+        delta = Rule("equivalence", margin="abs").at(group.metric).value
+        down = [float(stats.ttest_1samp(d, 0.0, alternative="less").pvalue) for d in steps.T]
+        intervals = [unpaired_contrast([d], [1.0]) for d in steps.T]
+        if any(holm_rejects(down)):
+            a = Verdict.SUPPORTED
+        elif all(i.defined and i.low > -delta for i in intervals):
+            a = Verdict.CONTRADICTED
+        else:
+            a = Verdict.INCONCLUSIVE
+        even = (matrix[:, -1] - matrix[:, 0]) / steps.shape[1]  # T / L per seed
+        spread = [unpaired_contrast([d - even], [1.0]) for d in steps.T]
+        anova = float(stats.f_oneway(*steps.T).pvalue)
+        if anova < 0.05:
+            b = Verdict.SUPPORTED
+        elif all(i.defined and -delta <= i.low and i.high <= delta for i in spread):
+            b = Verdict.CONTRADICTED
+        else:
+            b = Verdict.INCONCLUSIVE
+        lowest = int(np.argmin(steps.mean(axis=0)))
+        verdict = conjunction([a, b])
+        return Finding(verdict, intervals[lowest], rule=Rule("directional", -1),
+                       family="progressive",
+                       reason=(f"(a: a step goes down) {a}, lowest step k={lowest}->{lowest + 1} "
+                               f"shown, Holm over {steps.shape[1]}; (b: the steps differ) {b}, "
+                               f"ANOVA p {anova:.3g}; largest step "
+                               f"{steps.mean(axis=0).max():+.3f} of T "
+                               f"{float(np.mean(matrix[:, -1] - matrix[:, 0])):+.3f}"))
 
 
 @dataclass(frozen=True)

@@ -363,3 +363,20 @@ def test_000_c4(tmp_path, qnli, sst2, want):
     assert row.verdict == want, row.reason
     if want == "contradicted":  # (b) decides against: QNLI's area below SST-2's
         assert row.estimate == pytest.approx(auc(a) - auc(b))
+
+
+# -- 001-C4: the progressive curve dips and its steps differ -------------------------------
+@pytest.mark.parametrize("curve,want", [
+    ({0: 0.5, 1: 0.55, 2: 0.65, 3: 0.6, 4: 0.8, 5: 0.85, 6: 0.9}, "supported"),  # dips at 3
+    ({k: 0.5 + 0.05 * k for k in range(7)}, "contradicted")])  # even, monotone steps
+def test_001_c4(tmp_path, curve, want):
+    synth = SyntheticStore(tmp_path)
+    runs = plant_progressive(synth, "rte", 2490, curve, seeds=5, noise=0.002)
+    row = one(verdicts(tmp_path, "001-C4"), "rte")
+    assert row.verdict == want, row.reason
+    steps = np.column_stack([runs[k + 1] - runs[k] for k in range(6)])
+    lowest = int(np.argmin(steps.mean(axis=0)))
+    est, low, high = paired_t(steps[:, lowest])
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+    p = stats.f_oneway(*steps.T).pvalue
+    assert f"ANOVA p {p:.3g}" in row.reason
