@@ -20,6 +20,7 @@ from reinit_tune.verdicts.conditions import (
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
     CurveGap,
+    CurveGapShift,
     ProbeContrast,
     ProbedBlock,
     ProbeNearChance,
@@ -135,6 +136,16 @@ CLAIMS: tuple[Claim, ...] = (
         "(a) every probe's upper bound <= chance + 0.05, Bonferroni; (b) s(L) - best probe, "
         "Welch", tasks=("cola",), only_tasks=True,
         caveat="MCC 0 is also what a probe that always predicts the majority class scores"),
+    Claim(
+        "003-C8", "003", "P2", "small-data finetuning curves resemble the probing curves",
+        "003 §3; 004 v2 Fig. 2 caption",
+        "the curves for the smallest-data regime bear a greater similarity to the probing "
+        "curves, especially for SST-2 and QNLI",
+        CurveGapShift(), "D(large) - D(small), D = mean over k of |G(k) - P(k)| with both "
+        "curves normalized (bootstrap over each size's seeds and the probe seeds)",
+        tasks=("sst2", "qnli"),
+        caveat="D's form is ours (min-max normalized probes); the increment correlation, the "
+               "secondary statistic, is not evaluated"),
     Claim(
         "003-C9", "003", "P1", "early blocks help more than late blocks",
         "003 §4; Fig. 2",

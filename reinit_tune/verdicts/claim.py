@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
     CurveGap,
+    CurveGapShift,
     ProbeContrast,
     ProbedBlock,
     ProbeNearChance,
@@ -44,7 +45,8 @@ Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation
              | WithProbes | SpreadRatio | ProbeContrast | ProbesNeedMoreLayers | AtChance
              | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop
              | Jump | BlockProfiles | MiddleShares
-             | KneeShift | FlatMiddle | UnevenSteps)
+             | KneeShift | FlatMiddle | UnevenSteps
+             | CurveGapShift)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -109,6 +109,8 @@ def _claim(claim: Claim, found: list[Group], results_dir: str) -> list[VerdictRo
         rows = _probes(claim, candidates, [g for g in probed if not claim.only_tasks
                                            or g.task in claim.tasks], results_dir,
                        any_probes=bool(probed))
+    elif scope == "probe sizes":
+        rows = _probe_sizes(claim, candidates, found, results_dir)
     elif scope == "task set":
         rows = _task_sets(claim, candidates, results_dir)
     else:
@@ -183,6 +185,30 @@ def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
         for probe in mine:
             rows.append(_row(claim, group, statistic.evaluate(group, probe, claim.n_min),
                              results_dir, probe=probe))
+    return rows
+
+
+def _probe_sizes(claim: Claim, candidates: list[Group], found: list[Group],
+                 results_dir: str) -> list[VerdictRow]:
+    """Each probe group with the smallest and the largest finetuning size (at least the
+    statistic's ratio apart) of its task, model and depth."""
+    rows = []
+    probes = [g for g in found if (not claim.only_tasks or g.task in claim.tasks)
+              and any(g.has(c) for c in ProbePeak().conditions(g.num_layers))]
+    probed = {id(p) for p in probes}
+    by_model = defaultdict(list)
+    for group in candidates:
+        if id(group) not in probed:
+            by_model[group.task, group.model, group.num_layers].append(group)
+    for probe in probes:
+        mine = sorted(by_model.get((probe.task, probe.model, probe.num_layers), []),
+                      key=lambda g: g.examples)
+        if len(mine) < 2 or mine[-1].examples < claim.statistic.ratio * mine[0].examples:
+            continue
+        small, large = mine[0], mine[-1]
+        rows.append(_row(claim, small, claim.statistic.evaluate(small, large, probe,
+                                                                claim.n_min),
+                         results_dir, large=large, probe=probe))
     return rows
 
 
@@ -325,9 +351,11 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
                      f"{getattr(claim.statistic, 'ratio', 10):g}x apart of one task",
             "tasks": f"{claim.figure} runs of the same permutations on two tasks",
             "probe": f"probes of every hidden state and {claim.figure} runs of one task",
+            "probe sizes": f"probes of every hidden state and {claim.figure} runs at two "
+                           "sizes at least 10x apart of one task",
             "task set": f"{claim.figure} runs of several tasks at one size"
             }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
-    family = "probing" if claim.statistic.scope == "probe" else claim.figure
+    family = "probing" if claim.statistic.scope.startswith("probe") else claim.figure
     return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,
                       train_size=None, model=None, published=claim.published,
                       reason=(f"missing: {what} (the paper's tasks: "

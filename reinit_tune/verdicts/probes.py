@@ -365,6 +365,49 @@ class CurveGap:
 
 
 @dataclass(frozen=True)
+class CurveGapShift:
+    """003-C8: the progressive curve is closer to the probe curve with scarce data, D(large)
+    − D(small) > 0 (``curve_gap``), by a bootstrap that resamples each size's seeds and the
+    probe seeds apart; directional."""
+
+    ratio: float = 10.0
+    scope = "probe sizes"
+
+    def conditions(self, num_layers: int) -> list[Condition]:
+        return [Kept(k) for k in range(num_layers + 1)]
+
+    def evaluate(self, small: Group, large: Group, probe: Group, n_min: int) -> Finding:
+        (fs, short), (fl, short_large) = (_curves(g, probe, n_min) for g in (small, large))
+        if short is not None or short_large is not None:
+            missing = tuple(dict.fromkeys((*(short.missing if short else ()),
+                                           *(short_large.missing if short_large else ()))))
+            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
+                           family="probing" if missing[0].startswith("probing")
+                           else "progressive",
+                           reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+        layers = range(probe.num_layers + 1)
+        rng = np.random.default_rng(0)
+        probes = resampled_means([probe.cell(Probe(layer)) for layer in layers], rng)
+        draws = curve_gap(resampled_means(fl, rng), probes) - curve_gap(
+            resampled_means(fs, rng), probes)
+        p_mean = probe_means(probe, layers)[None, :]
+        gaps = [float(curve_gap(np.array([[c.mean() for c in cells]]), p_mean)[0])
+                for cells in (fs, fl)]
+        finite = draws[np.isfinite(draws)]
+        n = tuple(len(c) for c in (*fs, *fl))
+        if finite.size < 0.99 * draws.size:
+            return Finding(Verdict.INCONCLUSIVE, Interval(gaps[1] - gaps[0], np.nan, np.nan,
+                                                          "bootstrap", n),
+                           family="progressive",
+                           reason="a flat curve in more than 1% of the resamples: D undefined")
+        low, high = np.quantile(finite, [0.025, 0.975])
+        interval = Interval(gaps[1] - gaps[0], float(low), float(high), "bootstrap", n)
+        return Finding(directional(interval), interval, rule=Rule(), family="progressive",
+                       reason=f"D {gaps[0]:.3f} at {small.size}, {gaps[1]:.3f} at "
+                              f"{large.size} (mean |G(k) - P(k)|, both normalized)")
+
+
+@dataclass(frozen=True)
 class WithProbes:
     """A conjunction of parts, each a finetuning ``Contrast`` (evaluated in the finetuning
     group) or a probe statistic: supported if every part is, contradicted if any is."""

@@ -234,3 +234,28 @@ def test_004_c2(tmp_path, probes, want):
     d = np.abs((s - s[0]) / (s[-1] - s[0]) - (p - p.min()) / (p.max() - p.min())).mean()
     assert row.estimate == pytest.approx(d)
     assert row.ci_low <= d <= row.ci_high
+
+
+# -- 003-C8: with scarce data the progressive curve is closer to the probe curve -----------
+LATE_PROBES_6 = [0.5, 0.51, 0.52, 0.55, 0.6, 0.75, 0.8]
+CLOSE = {0: 0.5, 1: 0.52, 2: 0.54, 3: 0.6, 4: 0.65, 5: 0.8, 6: 0.85}  # the probes' shape
+
+
+@pytest.mark.parametrize("small,large,want", [(CLOSE, EARLY_RISE, "supported"),
+                                              (EARLY_RISE, CLOSE, "contradicted")])
+def test_003_c8(tmp_path, small, large, want):
+    synth = SyntheticStore(tmp_path)
+    a = plant_progressive(synth, "sst2", 500, small, noise=0.003, seeds=5)
+    b = plant_progressive(synth, "sst2", 50_000, large, noise=0.003, seeds=5)
+    planted = plant_probes(synth, "sst2", LATE_PROBES_6, noise=0.002)
+    row = one(verdicts(tmp_path, "003-C8"), "sst2")
+    assert row.verdict == want, row.reason
+    p = np.array([planted[k].mean() for k in range(7)])
+
+    def gap(runs):
+        s = np.array([runs[k].mean() for k in range(7)])
+        g = (s - s[0]) / (s[-1] - s[0])
+        return np.abs(g - (p - p.min()) / (p.max() - p.min())).mean()
+
+    assert row.estimate == pytest.approx(gap(b) - gap(a))
+    assert row.train_size == "500 vs 50000 (probes: 5000)"
