@@ -476,6 +476,21 @@ CLAIMS: tuple[Claim, ...] = (
         caveat="the late/early ratio is not evaluated; SVCCA's settings (99% variance kept) "
                "change the levels"),
     Claim(
+        "002-C4", "002", "P2", "reverting a low layer barely changes the final representation",
+        "002 §4; Fig. 3",
+        "whether the low layers (0-10) are replaced with their original values or not, it has "
+        "little effect on the final output representation",
+        All((("a: max D_rep over low layers / max D_rep <= 0.1", SeedValue(
+                "rep_low_share", "002-dynamics", Rule("non-superiority", 0.1))),
+             ("b: rho(l, D_rep) > 0", SeedValue("rho_rep", "002-dynamics")),
+             ("b: mean D_rep upper - low > 0", SeedValue("rep_gap", "002-dynamics")))),
+        "per finetuned model: D_rep(l), the last layer's SVCCA distance with layer l reverted; "
+        "(a) its low-layer maximum as a share of its maximum, (b) its rank correlation with l "
+        "and its upper-minus-low mean; means over seeds (seed bootstrap)",
+        figure="002-dynamics",
+        caveat="low layers: depth <= 0.45 (002's 0-10 of 24); 002 places them differently "
+               "elsewhere"),
+    Claim(
         "001-C1", "001", "P2", "WNLI as an intermediate task helps CoLA and MRPC, not RTE",
         "001 §6.1; Fig. 2 table; Conclusion",
         "using WNLI as an intermediate task and each of the other tasks as the final task "

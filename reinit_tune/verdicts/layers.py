@@ -10,6 +10,11 @@ grow with depth in one finetuned model (000 §6.3, 002 §3).
   layers (l/L > 3/4) and over the early and middle ones; ``rho_js``: Spearman ρ of l and JS.
 - ``rho_svcca``: Spearman ρ of the layer l = 1..L and the SVCCA distance between its
   pretrained and finetuned outputs (002 §4).
+- ``rep_low_share``, ``rho_rep``, ``rep_gap``: of D_rep(l), the last layer's SVCCA distance
+  from the finetuned model's when layer l alone is reverted to its pretrained weights (002
+  §4 layer replacement): the largest D_rep over the low layers (l/L ≤ 0.45, 002's "0-10" of
+  24) as a share of the largest over all; Spearman ρ of l and D_rep; the mean D_rep above the
+  low layers minus that over them.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-VALUES = ("rho_w_output", "rho_w_output_fro", "js_late", "js_early", "rho_js", "rho_svcca")
+VALUES = ("rho_w_output", "rho_w_output_fro", "js_late", "js_early", "rho_js", "rho_svcca",
+          "rep_low_share", "rho_rep", "rep_gap")
+LOW_DEPTH = 0.45  # 002 §4: layers 0-10 of 24
 # what ``per_trial`` reads of the similarity table
 SIMILARITY_COLUMNS = ("trial_id", "layer", "attention_js", "w_output_spectral_pretrained",
-                      "w_output_fro", "svcca_distance")
+                      "w_output_fro", "svcca_distance", "replaced_svcca")
 
 
 def _rho(layers: np.ndarray, values: np.ndarray) -> float:
@@ -34,6 +41,17 @@ def _rho(layers: np.ndarray, values: np.ndarray) -> float:
 def _column(part: pd.DataFrame, name: str) -> np.ndarray:
     return (part[name].to_numpy(np.float64) if name in part
             else np.full(len(part), np.nan))
+
+
+def _replacement(layers: np.ndarray, depth: np.ndarray, rep: np.ndarray) -> dict:
+    keep = np.isfinite(rep)
+    low = keep & (depth <= LOW_DEPTH)
+    high = keep & (depth > LOW_DEPTH)
+    if not (low.any() and high.any()) or np.nanmax(rep) <= 0:
+        return dict.fromkeys(("rep_low_share", "rho_rep", "rep_gap"), np.nan)
+    return {"rep_low_share": float(rep[low].max() / rep[keep].max()),
+            "rho_rep": _rho(layers, rep),
+            "rep_gap": float(rep[high].mean() - rep[low].mean())}
 
 
 def per_trial(similarity: pd.DataFrame) -> pd.DataFrame:
@@ -57,5 +75,6 @@ def per_trial(similarity: pd.DataFrame) -> pd.DataFrame:
                          else np.nan),
             "rho_js": _rho(layers, js),
             "rho_svcca": _rho(layers, _column(part, "svcca_distance")),
+            **_replacement(layers, depth, _column(part, "replaced_svcca")),
         })
     return pd.DataFrame(rows, columns=["trial_id", *VALUES])

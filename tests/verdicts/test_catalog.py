@@ -380,3 +380,28 @@ def test_001_c4(tmp_path, curve, want):
     assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
     p = stats.f_oneway(*steps.T).pvalue
     assert f"ANOVA p {p:.3g}" in row.reason
+
+
+# -- 002-C4: reverting a low layer barely changes the last layer's representation ----------
+@pytest.mark.parametrize("low,want", [(0.001, "supported"), (0.3, "contradicted")])
+def test_002_c4(tmp_path, low, want):
+    from reinit_tune import store
+    from reinit_tune.verdicts import BY_ID, evaluate
+
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(10)
+    shares = []
+    for seed in range(5):
+        tid = synth.add("002-dynamics", "sst2", 0.9, seed=seed, train_size=5000, num_layers=12)
+        # layers 1-5 of 12 are the low ones (depth <= 0.45)
+        rep = [low + rng.uniform(0, 0.002) if layer <= 5 else 0.1 * layer
+               for layer in range(1, 13)]
+        store.write_similarity(tmp_path, tid, [
+            {"trial_id": tid, "layer": layer, "replaced_svcca": rep[layer - 1]}
+            for layer in range(1, 13)])
+        shares.append(max(rep[:5]) / max(rep))
+    rows = evaluate(store.load_trials(tmp_path), [BY_ID["002-C4"]],
+                    similarity=store.load_similarity(tmp_path))
+    row = one(rows, "sst2")
+    assert row.verdict == want, row.reason
+    assert row.estimate == pytest.approx(np.mean(shares))  # (a) decides in both plantings
