@@ -505,3 +505,28 @@ def plant_permutations(synth: SyntheticStore, task: str, *, perm_mean: float, ef
             base[key].append(s)
     return {"perm": np.array(perm), "E": np.array(base["E"]), "F": np.array(base["F"]),
             "orders": orders}
+
+# -- reading claim verdicts in tests ---------------------------------------------------------
+NED = "not enough data"
+
+
+def verdicts(root, claim: str) -> list:
+    """Every verdict row of ``claim`` on the store at ``root``."""
+    from reinit_tune.verdicts import BY_ID, evaluate
+
+    return evaluate(store.load_trials(root), [BY_ID[claim]])
+
+
+def one(rows, task=None, size=None):
+    """The one row of ``rows`` for ``task`` (and ``size``); fails naming what there is."""
+    found = [r for r in rows if r.task == task and (size is None or r.train_size == size)]
+    assert len(found) == 1, [(r.task, r.train_size, r.verdict) for r in rows]
+    return found[0]
+
+
+def paired_t(per_seed):
+    """Mean and 95% t interval of per-seed values (statsmodels), as a paired contrast."""
+    from statsmodels.stats.weightstats import DescrStatsW
+
+    low, high = DescrStatsW(per_seed).tconfint_mean(0.05)
+    return per_seed.mean(), low, high

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,7 +94,11 @@ def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, 
     trials = store.load_trials(tmp_path / "shared" / "results" / "progressive")
     assert len(trials) == 4 and set(trials["status"]) == {"ok"}
     assert not list((tmp_path / "shared").glob("ray-token-*"))  # the job's token is gone
-    # the job's Ray nodes stopped with it: nothing left for a later ray.init to join
+    # the job's Ray nodes stopped with it, and their files went: nothing for a later
+    # ray.init on the node to join (the suite's own local Ray may be running beside it)
+    job = re.search(r"submitted job (\d+)", out).group(1)
+    assert not Path(f"/tmp/ray-{job}").exists()
     assert not Path("/tmp/ray/ray_current_cluster").exists()
-    assert not [p for p in psutil.process_iter(["name", "status"])
-                if p.info["name"] == "gcs_server" and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert not [p for p in psutil.process_iter(["cmdline", "status"])
+                if p.info["status"] != psutil.STATUS_ZOMBIE
+                and any(f"/tmp/ray-{job}" in part for part in p.info["cmdline"] or ())]

@@ -8,8 +8,15 @@ import pytest
 from scipy import stats
 from statsmodels.stats.weightstats import DescrStatsW
 
-from tests.helpers import SyntheticStore, plant_localized, plant_progressive
-from tests.verdicts.test_engine import NED, one, paired_t, verdicts
+from tests.helpers import (
+    NED,
+    SyntheticStore,
+    one,
+    paired_t,
+    plant_localized,
+    plant_progressive,
+    verdicts,
+)
 
 
 # -- 003-C18: reinitializing layer 1 hurts CoLA -------------------------------------------

@@ -10,29 +10,20 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
-from statsmodels.stats.weightstats import DescrStatsW
 
 from reinit_tune import store
 from reinit_tune.config import TrialConfig
 from reinit_tune.verdicts import BY_ID, evaluate
-from tests.helpers import SyntheticStore, plant_localized, plant_permutations, plant_progressive
-
-NED = "not enough data"
-
-
-def verdicts(root, claim: str):
-    return evaluate(store.load_trials(root), [BY_ID[claim]])
-
-
-def one(rows, task=None, size=None):
-    found = [r for r in rows if r.task == task and (size is None or r.train_size == size)]
-    assert len(found) == 1, [(r.task, r.train_size, r.verdict) for r in rows]
-    return found[0]
-
-
-def paired_t(per_seed):
-    low, high = DescrStatsW(per_seed).tconfint_mean(0.05)
-    return per_seed.mean(), low, high
+from tests.helpers import (
+    NED,
+    SyntheticStore,
+    one,
+    paired_t,
+    plant_localized,
+    plant_permutations,
+    plant_progressive,
+    verdicts,
+)
 
 
 def welch(cells, weights):

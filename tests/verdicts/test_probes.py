@@ -11,8 +11,8 @@ from scipy import stats
 
 from reinit_tune import store
 from reinit_tune.verdicts import BY_ID, evaluate
-from tests.helpers import SyntheticStore, plant_localized, plant_progressive
-from tests.verdicts.test_engine import NED, one, paired_t
+from tests.helpers import NED, SyntheticStore, one, paired_t, plant_localized, plant_progressive
+from tests.helpers import verdicts as all_verdicts
 
 SST2_MAJORITY = 0.509  # what predicting SST-2's dev majority class scores
 
@@ -34,7 +34,7 @@ def plant_probes(synth: SyntheticStore, task: str, means: list[float], *, seeds:
 
 
 def verdicts(root, claim):
-    return [r for r in evaluate(store.load_trials(root), [BY_ID[claim]]) if r.task]
+    return [r for r in all_verdicts(root, claim) if r.task]
 
 
 # -- 003-C6: the best probe is late ---------------------------------------------------------
