@@ -330,7 +330,8 @@ def _overall(claim: Claim, rows: Sequence[VerdictRow]) -> list[VerdictRow]:
                    else across_tasks(verdicts))
         counts = ", ".join(f"{sum(v is x for v in verdicts)} {x}" for x in Verdict
                            if any(v is x for v in verdicts))
-        mixed = " (mixed across tasks)" if overall is Verdict.INCONCLUSIVE else ""
+        mixed = (" (mixed across tasks)" if overall is Verdict.INCONCLUSIVE
+                 and len(set(verdicts)) > 1 else "")
         what = "tasks and sizes" if claim.overall == "all" else "tasks"
         out.append(VerdictRow(claim=claim.id, verdict=str(overall), task=None,
                               train_size=size, model=model, differs=dict(differs),
