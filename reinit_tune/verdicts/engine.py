@@ -104,8 +104,7 @@ def _claim(claim: Claim, found: list[Group], results_dir: str) -> list[VerdictRo
     elif scope == "sizes":
         rows = _sizes(claim, candidates, results_dir)
     elif scope == "probe":
-        probed = [g for g in found if any(g.has(c)
-                                          for c in ProbePeak().conditions(g.num_layers))]
+        probed = _probe_groups(found)
         rows = _probes(claim, candidates, [g for g in probed if not claim.only_tasks
                                            or g.task in claim.tasks], results_dir,
                        any_probes=bool(probed))
@@ -188,13 +187,18 @@ def _probes(claim: Claim, candidates: list[Group], probes: list[Group],
     return rows
 
 
+def _probe_groups(found: list[Group]) -> list[Group]:
+    """The groups with a probe of any hidden state."""
+    return [g for g in found if any(g.has(c) for c in ProbePeak().conditions(g.num_layers))]
+
+
 def _probe_sizes(claim: Claim, candidates: list[Group], found: list[Group],
                  results_dir: str) -> list[VerdictRow]:
     """Each probe group with the smallest and the largest finetuning size (at least the
     statistic's ratio apart) of its task, model and depth."""
     rows = []
-    probes = [g for g in found if (not claim.only_tasks or g.task in claim.tasks)
-              and any(g.has(c) for c in ProbePeak().conditions(g.num_layers))]
+    probes = [g for g in _probe_groups(found)
+              if not claim.only_tasks or g.task in claim.tasks]
     probed = {id(p) for p in probes}
     by_model = defaultdict(list)
     for group in candidates:

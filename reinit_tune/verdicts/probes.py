@@ -36,7 +36,7 @@ from reinit_tune.inference import (
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Probe
 from reinit_tune.verdicts.depth import block_name, blocks, map_layer
 from reinit_tune.verdicts.groups import Group
-from reinit_tune.verdicts.rule import Finding, Rule
+from reinit_tune.verdicts.rule import Finding, Rule, lacking
 from reinit_tune.verdicts.statistics import (
     BOOT_RESAMPLES,
     Contrast,
@@ -53,8 +53,7 @@ def _probe_missing(probe: Group, layers: range | list[int], n_min: int) -> tuple
 
 
 def _not_enough(missing: tuple[str, ...], where: Group, family: str = "probing") -> Finding:
-    return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
-                   reason="missing: " + ", ".join(missing) + f" for {where.task}")
+    return lacking(missing, family, f" for {where.task}")
 
 
 def probe_means(probe: Group, layers: range | list[int]) -> np.ndarray:
@@ -217,8 +216,7 @@ class ProbedBlock:
         found = [(label, part.evaluate(finetune, n_min)) for label, part in parts]
         missing = tuple(m for _, f in found for m in f.missing)
         if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="localized",
-                           reason="missing: " + ", ".join(missing) + f" at {finetune}")
+            return lacking(missing, "localized", f" at {finetune}")
         margin = Rule("equivalence", margin="abs").at(finetune.metric).value
         stable = wins >= self.stable or lead > margin
         verdict = conjunction([f.verdict for _, f in found])
@@ -258,9 +256,12 @@ def _curves(finetune: Group, probe: Group, n_min: int) -> tuple[list, Finding | 
         Kept(k).describe(finetune.num_layers) for k, c in enumerate(ft) if len(c) < n_min)
     if not missing:
         return ft, None
-    return ft, Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
-                       family="probing" if missing[0].startswith("probing") else "progressive",
-                       reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+    return ft, lacking(missing, _family_of(missing), f" for {probe.task}")
+
+
+def _family_of(missing: tuple[str, ...]) -> str:
+    """The family that runs the first missing cell: probes or progressive runs."""
+    return "probing" if missing[0].startswith("probing") else "progressive"
 
 
 def halfway(curve: np.ndarray) -> np.ndarray:
@@ -381,10 +382,7 @@ class CurveGapShift:
         if short is not None or short_large is not None:
             missing = tuple(dict.fromkeys((*(short.missing if short else ()),
                                            *(short_large.missing if short_large else ()))))
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing,
-                           family="probing" if missing[0].startswith("probing")
-                           else "progressive",
-                           reason="missing: " + ", ".join(missing) + f" for {probe.task}")
+            return lacking(missing, _family_of(missing), f" for {probe.task}")
         layers = range(probe.num_layers + 1)
         rng = np.random.default_rng(0)
         probes = resampled_means([probe.cell(Probe(layer)) for layer in layers], rng)
@@ -426,8 +424,7 @@ class WithProbes:
         verdict = conjunction([f.verdict for _, f in found])
         if missing:
             first = next(f for _, f in found if f.missing)
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=first.family,
-                           reason="missing: " + ", ".join(missing) + f" for {finetune.task}")
+            return lacking(missing, first.family, f" for {finetune.task}")
         shown = next((f for _, f in found if f.verdict is verdict), found[0][1])
         named = "; ".join(
             f"({label}) {f.verdict}" + (f" {f.interval.estimate:+.4f}"

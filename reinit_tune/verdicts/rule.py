@@ -88,3 +88,11 @@ class Finding:
     def boundary(self) -> float | None:
         return None if self.rule is None or self.interval is None \
             else self.rule.boundary(self.interval)
+
+
+def lacking(missing, family: str | None, where: str = "") -> Finding:
+    """"Not enough data": the cells (or runs) ``missing``, the family that would run them,
+    and where they are missing (" at 500 for sst2")."""
+    missing = tuple(missing)
+    return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
+                   reason="missing: " + ", ".join(missing) + where)

@@ -41,7 +41,7 @@ from reinit_tune.inference.bootstrap import Group as BootGroup
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Layer, Permuted
 from reinit_tune.verdicts.depth import blocks, map_layer
 from reinit_tune.verdicts.groups import Group
-from reinit_tune.verdicts.rule import Finding, Rule
+from reinit_tune.verdicts.rule import Finding, Rule, lacking
 
 Terms = Sequence[tuple[Condition, float]]
 
@@ -114,8 +114,7 @@ class Contrast:
         interval, missing, family = lin([group], [terms], n_min,
                                         bonferroni_level(self.bonferroni))
         if interval is None:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
-                           reason="missing: " + ", ".join(missing) + f" at {group}")
+            return lacking(missing, family, f" at {group}")
         share = _share(group, self.share, n_min) if self.share else None
         if self.needs_gain:
             gain, _, _ = lin([group], [GAIN], n_min)
@@ -171,8 +170,7 @@ class SizeContrast:
         negated = [(c, -w) for c, w in terms]
         interval, missing, family = lin([small, large], [terms, negated], n_min)
         if interval is None:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
-                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+            return lacking(missing, family, f" for {small.task}")
         return Finding(self.rule.decide(interval), interval, rule=self.rule, family=family)
 
 
@@ -212,9 +210,7 @@ class ShareShift:
             boot.append(BootGroup.of([c.to_numpy() for c in cells],
                                      all(u == units[0] for u in units)))
         if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=tuple(missing),
-                           family="progressive",
-                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+            return lacking(missing, "progressive", f" for {small.task}")
         if (flat := _without_gain((small, large), n_min, "shares undefined")) is not None:
             return flat
 
@@ -255,10 +251,7 @@ class EveryLayer:
             if interval is not None:
                 intervals.append(interval)
         if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=tuple(dict.fromkeys(missing)),
-                           family="single_layer",
-                           reason="missing: " + ", ".join(dict.fromkeys(missing))
-                           + f" at {group}")
+            return lacking(dict.fromkeys(missing), "single_layer", f" at {group}")
         worst = max(intervals, key=lambda i: i.estimate)
         if all(i.defined and i.high < 0 for i in intervals):
             verdict = Verdict.SUPPORTED
@@ -408,8 +401,7 @@ class AtChance:
         missing = _missing({Kept(k).describe(group.num_layers): c for k, c in cells.items()},
                            n_min)
         if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
-                           reason="missing: " + ", ".join(missing) + f" at {group}")
+            return lacking(missing, "progressive", f" at {group}")
         if group.chance is None:
             return Finding(Verdict.NOT_ENOUGH_DATA, missing=("the dev majority-class score",),
                            family="progressive",
@@ -464,8 +456,7 @@ class AcrossSizes:
                 found.append((label, interval, self.rule.decide(interval)))
         if missing:
             missing = list(dict.fromkeys(missing))
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=tuple(missing), family=family,
-                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
+            return lacking(missing, family, f" for {small.task}")
         verdict = conjunction([v for _, _, v in found])
         shown = next(((label, i) for label, i, v in found if v is verdict),
                      (found[0][0], found[0][1]))
@@ -558,6 +549,17 @@ def curve_cells(group: Group, n_min: int) -> tuple[list[pd.Series], tuple[str, .
                         for k, c in enumerate(cells) if len(c) < n_min)
 
 
+def _two_curves(small: Group, large: Group, n_min: int, undefined: str
+                ) -> tuple[list[pd.Series], list[pd.Series], Finding | None]:
+    """The progressive cells k = 0..L at both sizes, and the finding that ends a statistic
+    of the two normalized curves early: cells short of runs, or no significant gain at a
+    size (``undefined`` says what that leaves undefined)."""
+    (cs, ms), (cl, ml) = curve_cells(small, n_min), curve_cells(large, n_min)
+    if ms or ml:
+        return cs, cl, lacking((*ms, *ml), "progressive", f" for {small.task}")
+    return cs, cl, _without_gain((small, large), n_min, undefined)
+
+
 def _boot_group(cells: list[pd.Series]) -> BootGroup:
     units = [tuple(c.index) for c in cells]
     paired = all(u == units[0] for u in units)
@@ -594,14 +596,9 @@ class CurveArea:
         return [Kept(k) for k in range(num_layers + 1)]
 
     def evaluate(self, small: Group, large: Group, n_min: int) -> Finding:
-        (cs, ms), (cl, ml) = curve_cells(small, n_min), curve_cells(large, n_min)
-        if ms or ml:
-            missing = (*ms, *ml)
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
-                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
-        if (flat := _without_gain((small, large), n_min,
-                                  "the normalized curve is undefined")) is not None:
-            return flat
+        cs, cl, short = _two_curves(small, large, n_min, "the normalized curve is undefined")
+        if short is not None:
+            return short
 
         def statistic(means):
             return area(shares(means[1])) - area(shares(means[0]))
@@ -630,13 +627,9 @@ class KneeShift:
         return [Kept(k) for k in range(num_layers + 1)]
 
     def evaluate(self, small: Group, large: Group, n_min: int) -> Finding:
-        (cs, ms), (cl, ml) = curve_cells(small, n_min), curve_cells(large, n_min)
-        if ms or ml:
-            missing = (*ms, *ml)
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
-                           reason="missing: " + ", ".join(missing) + f" for {small.task}")
-        if (flat := _without_gain((small, large), n_min, "no knee")) is not None:
-            return flat
+        cs, cl, short = _two_curves(small, large, n_min, "no knee")
+        if short is not None:
+            return short
         rng = np.random.default_rng(0)
         k_small = first_reaching(resampled_means(cs, rng), self.tau)
         k_large = first_reaching(resampled_means(cl, rng), self.tau)
@@ -674,13 +667,11 @@ class FlatMiddle:
             need = tuple(f"progressive runs of {t} at this size"
                          for t, g in zip((self.task, self.other), pair, strict=True)
                          if g is None)
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=need, family="progressive",
-                           reason="missing: " + ", ".join(need))
+            return lacking(need, "progressive")
         (ca, ma), (cb, mb) = (curve_cells(g, n_min) for g in pair)
         if ma or mb:
             missing = (*ma, *mb)
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
-                           reason="missing: " + ", ".join(missing))
+            return lacking(missing, "progressive")
         if (flat := _without_gain(pair, n_min, "the normalized curve is undefined")):
             return flat
         n = pair[0].num_layers
@@ -724,8 +715,7 @@ class UnevenSteps:
         if not missing and len(seeds) < n_min:
             missing = (f"{n_min} seeds run at every k ({len(seeds)} found)",)
         if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
-                           reason="missing: " + ", ".join(missing) + f" at {group}")
+            return lacking(missing, "progressive", f" at {group}")
         matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
         steps = np.diff(matrix, axis=1)  # per seed, one column per step k -> k+1
         delta = Rule("equivalence", margin="abs").at(group.metric).value
@@ -773,8 +763,7 @@ class LinearDrop:
     def evaluate(self, group: Group, n_min: int) -> Finding:
         cells, missing = curve_cells(group, n_min)
         if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
-                           reason="missing: " + ", ".join(missing) + f" for {group.task}")
+            return lacking(missing, "progressive", f" for {group.task}")
         third, two = round(group.num_layers / 3), round(2 * group.num_layers / 3)
         boot = [_boot_group(cells)]
         rule = Rule("equivalence", self.margin)
@@ -844,8 +833,7 @@ class BlockProfiles:
             results.append((kept, float(table.loc["C(task):C(block)", "PR(>F)"]), effect))
         if missing or len(results) < 2:
             need = tuple(dict.fromkeys(missing)) or ("a second task at this size",)
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=need, family="localized",
-                           reason="missing: " + ", ".join(need))
+            return lacking(need, "localized")
         adjusted = multipletests([p for _, p, _ in results], method="holm")[1]
         if (adjusted < 0.05).any():
             verdict = Verdict.SUPPORTED
@@ -908,8 +896,7 @@ class MiddleShares:
             found.append((label, interval, directional(interval)))
         if missing:
             need = tuple(dict.fromkeys(missing))
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=need, family="localized",
-                           reason="missing: " + ", ".join(need))
+            return lacking(need, "localized")
         verdict = conjunction([v for _, _, v in found])
         shown = next((i for _, i, v in found if v is verdict), found[0][1])
         return Finding(verdict, shown, "; ".join(
@@ -933,8 +920,7 @@ class Trend:
         cells = {Kept(k).describe(group.num_layers): group.cell(Kept(k)) for k in ks}
         missing = _missing(cells, n_min)
         if missing:
-            return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family="progressive",
-                           reason="missing: " + ", ".join(missing) + f" at {group}")
+            return lacking(missing, "progressive", f" at {group}")
         interval = trend(list(ks), [c.to_numpy() for c in cells.values()])
         return Finding(self.rule.decide(interval), interval, rule=self.rule,
                        family="progressive")
