@@ -249,13 +249,14 @@ def ray_cluster(workers: int = 1, timeout: float = 120) -> Iterator[RayNodes]:
             started.append(start(["--address", address,
                                   *_node_flags(resource, node_ports(i + 1))],
                                  temp / f"worker{i + 1}.log"))
-            if workers > 1:
-                deadline = time.monotonic() + timeout
-                while _node_count(address) < i + 2:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"worker {i + 1} did not join:\n"
-                                           + (temp / f"worker{i + 1}.log").read_text())
-                    time.sleep(0.5)
+            # every worker joins before the test goes on (a sweep started before its
+            # worker joined can run every trial on the head)
+            deadline = time.monotonic() + timeout
+            while _node_count(address) < i + 2:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"worker {i + 1} did not join:\n"
+                                       + (temp / f"worker{i + 1}.log").read_text())
+                time.sleep(0.5)
         yield RayNodes(address, head, started, temp)
     finally:
         for proc in reversed(procs):
