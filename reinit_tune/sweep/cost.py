@@ -208,7 +208,7 @@ def estimate(
                                 every_epoch)
         seconds += trial_s
         per_trial.setdefault(config.trial_id, trial_s)
-    return Estimate(len(configs), seconds / 3600, device, list(sources), per_trial)
+    return Estimate(len(configs), seconds / 3600, device, list(sources), per_trial_s=per_trial)
 
 
 # -- measuring ----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import torch
 
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
+from reinit_tune.hardware import cuda_memory_start
 from reinit_tune.model.build import build_model
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.model.surgery import layer_stack
@@ -149,13 +150,15 @@ def execute_pack(
     when it finished). ``report(trial_id, outcome)`` gets each epoch's outcome as it comes."""
     first = configs[0]
     start = time.perf_counter()
+    memory_start = cuda_memory_start(use_gpu)
     train, devs, provenance = trial_data(first, data_dir, allow_subset)
     models = [build_model(c) for c in configs]
     num_layers = len(layer_stack(models[0]))
     setup_time = (time.perf_counter() - start) / len(configs)
     outcomes = {c.trial_id: TrialOutcome(c.trial_id, num_layers=num_layers,
                                          setup_time_s=setup_time, resumed_from_epoch=0,
-                                         **provenance) for c in configs}
+                                         gpu_memory_start_bytes=memory_start, **provenance)
+                for c in configs}
     bases = dict(outcomes)
 
     def on_epoch(i: int, result: EpochResult, setup: TrainSetup) -> None:

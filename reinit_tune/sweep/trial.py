@@ -41,6 +41,7 @@ import reinit_tune
 from reinit_tune import data, metrics, qa
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError, TrialDiverged
+from reinit_tune.hardware import cuda_memory_peak, cuda_memory_start
 from reinit_tune.model.build import build_model, load_pretrained
 from reinit_tune.model.fingerprint import model_fingerprint
 from reinit_tune.model.surgery import layer_stack
@@ -97,7 +98,8 @@ def epoch_outcome(base: TrialOutcome, config: TrialConfig, result: EpochResult,
         precision_used=setup.precision,
         steps=tuple(tuple(s) for s in result.steps or ()),
     )
-    return dataclasses.replace(base, epochs=(record,), similarity=similarity)
+    return dataclasses.replace(base, epochs=(record,), similarity=similarity,
+                               gpu_memory_peak_bytes=cuda_memory_peak(setup.device))
 
 
 def worker_fields() -> dict[str, Any]:
@@ -105,7 +107,8 @@ def worker_fields() -> dict[str, Any]:
     import ray
 
     return {"node_id": ray.get_runtime_context().get_node_id(),
-            "hostname": socket.gethostname(), "versions": library_versions()}
+            "hostname": socket.gethostname(), "versions": library_versions(),
+            "worker_pid": os.getpid()}
 
 
 def failure_outcome(trial_id: str, error: BaseException, **worker: Any) -> TrialOutcome:
@@ -169,6 +172,7 @@ def execute(
     which weights (``model_fingerprint``).
     """
     start = time.perf_counter()
+    memory_start = cuda_memory_start(use_gpu)
     train, devs, provenance = trial_data(config, data_dir, allow_subset)
     dev = next(iter(devs.values()))  # the primary dev split: what similarity compares on
     if config.intermediate_task is not None:
@@ -180,7 +184,8 @@ def execute(
     reference = copy.deepcopy(model) if similarity is not None else None
     setup_time = time.perf_counter() - start
     base = TrialOutcome(config.trial_id, num_layers=num_layers, setup_time_s=setup_time,
-                        resumed_from_epoch=resume["epoch"] if resume else 0, **provenance)
+                        resumed_from_epoch=resume["epoch"] if resume else 0,
+                        gpu_memory_start_bytes=memory_start, **provenance)
     reported: list[TrialOutcome] = []
 
     def on_epoch(result: EpochResult, setup: TrainSetup) -> None:

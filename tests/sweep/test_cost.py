@@ -105,6 +105,8 @@ def test_dry_run_calibrates_on_request(capsys, no_ray, tiny_bert, glue_dir):
     assert "calibrated here" in out and "one after another on this machine's CPU" in out
     assert "not calibrated" not in out
     assert math.isfinite(hours(out)) and hours(out) > 0
+    # the estimate's last line is its own, not a dump of its per-trial seconds
+    assert "{" not in out and out.rstrip().splitlines()[-1].startswith("estimated cost:")
 
 
 def test_unknown_width_gives_no_estimate_but_the_dry_run_works(capsys, no_ray):

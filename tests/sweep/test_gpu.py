@@ -36,6 +36,9 @@ def test_two_trials_share_one_gpu_through_ray_tune(ray_local, tiny_bert, glue_di
     assert len(trials) == 2 and set(trials["status"]) == {"ok"}
     assert trials["device"].str.startswith("cuda").all()
     assert set(trials["precision_used"]) <= {"bf16", "fp32"}  # auto: what the GPU runs
+    # both trials' memory is recorded, and together it fit the card they shared
+    assert (trials["gpu_memory_peak_bytes"] > trials["gpu_memory_start_bytes"]).all()
+    assert trials["gpu_memory_peak_bytes"].sum() < torch.cuda.get_device_properties(0).total_memory
 
 
 def test_bf16_autocast_runs_on_cuda(tiny_bert, glue_dir):

@@ -48,6 +48,9 @@ def test_tiny_sweep_stores_rows_and_a_rerun_adds_none(ray_local, tiny_bert, glue
     assert (trials["train_examples_per_s"] > 0).all() and trials["node_id"].notna().all()
     assert trials["hostname"].notna().all() and (trials["num_layers"] == 4).all()
     assert "torch" in trials["versions"].iloc[0]
+    assert (trials["worker_pid"] > 0).all() and trials["worker_pid"].nunique() < 3  # reused
+    # on CPUs no GPU memory is recorded rather than zeros
+    assert trials[["gpu_memory_start_bytes", "gpu_memory_peak_bytes"]].isna().all().all()
     epochs = store.load_epochs(tmp_path)
     assert len(epochs) == 6 and set(epochs["epoch"]) == {1, 2}
 
