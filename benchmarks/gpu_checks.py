@@ -12,9 +12,10 @@ by the trials of one reused Ray Tune worker.
   member run apart on CUDA, fp32 and bf16 (tolerances 1e-5 and 1e-3 relative), with dropout:
   the pack draws the masks an unpacked run draws.
 - **vmap**: the operators ``vmap`` runs member by member in the pack (PyTorch's "performance
-  drop" notices, which the pack silences in sweeps), and the attention cost that costs: one
+  drop" notices, which the pack silences in sweeps), and attention's cost: one
   bert-base-shaped attention forward and backward per member against one call over all
-  members stacked (what member-stacked modules would run).
+  members stacked (what member-stacked modules would run), with the fused kernels and with
+  the math kernel every CUDA trial uses (``training.loop.exact_attention``).
 - **memory**: for three shapes, the members ``auto`` packs on this card, and the peak memory a
   pack of them allocates (``torch.cuda.max_memory_allocated``) against the estimate
   (``sweep.packs.member_bytes`` per member).
@@ -159,8 +160,9 @@ def pack_agreement(args, root: Path, log_ops: list[str]) -> list[list]:
 
 def attention_cost(members: int, smoke: bool) -> list:
     """Forward and backward of bert-base-shaped attention (batch 8, 12 heads, 128 tokens,
-    64 per head, bf16 on a GPU) for ``members`` members: one call per member, as the vmap
-    fallback runs it, against one call over the members stacked on the batch."""
+    64 per head, bf16 on a GPU) for ``members`` members: one call per member, as a vmap
+    fallback runs it, against one call over the members stacked on the batch, with the fused
+    kernels PyTorch picks and with the math kernel."""
     import torch
     import torch.nn.functional as F
 
@@ -192,9 +194,13 @@ def attention_cost(members: int, smoke: bool) -> list:
             torch.cuda.synchronize()
         return (time.perf_counter() - start) / repeats * 1e3
 
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
     loop_ms, stack_ms = timed(looped), timed(stacked)
+    with sdpa_kernel(SDPBackend.MATH):  # what every CUDA trial runs (loop.exact_attention)
+        math_ms = timed(stacked)
     return [members, device, str(dtype).replace("torch.", ""), f"{loop_ms:.3f}",
-            f"{stack_ms:.3f}", f"{loop_ms / stack_ms:.1f}"]
+            f"{stack_ms:.3f}", f"{math_ms:.3f}", f"{loop_ms / stack_ms:.1f}"]
 
 
 def memory(args) -> list[list]:
@@ -307,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         try:
             rows = make()
+            if not rows:
+                raise RuntimeError("the check measured nothing")
             out.extend([f"## {title} ({time.perf_counter() - start:.0f} s)", "", "```",
                         common.table(header, rows), "```", ""])
         except Exception:  # one broken check must not cost the others' numbers
@@ -333,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                                                          "no operator"), ""])
         if "vmap" in args.sections:
             section("attention: one call per member against members stacked",
-                    ["members", "device", "dtype", "looped ms", "stacked ms", "ratio"],
+                    ["members", "device", "dtype", "looped ms", "stacked ms",
+                     "stacked, math kernel ms", "looped/stacked"],
                     lambda: [attention_cost(m, args.smoke) for m in (4, 13)])
         if "memory" in args.sections:
             section("--pack-size auto: planned against allocated",

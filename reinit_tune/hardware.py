@@ -112,9 +112,10 @@ def cuda_memory_start(use_gpu: bool) -> int | None:
 
 def cuda_memory_peak(device: str | None) -> int | None:
     """The most bytes PyTorch held allocated on the trial's GPU since ``cuda_memory_start``
-    (``torch.cuda.max_memory_allocated``); None for a trial not on a GPU."""
+    (``torch.cuda.max_memory_allocated``); None for a trial not on a GPU. ``device``: the
+    trial's device label ("cuda (NVIDIA H200)"); a trial uses its worker's current GPU."""
     import torch
 
     if not device or not device.startswith("cuda") or not torch.cuda.is_available():
         return None
-    return int(torch.cuda.max_memory_allocated(torch.device(device)))
+    return int(torch.cuda.max_memory_allocated())

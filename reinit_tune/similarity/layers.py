@@ -95,7 +95,7 @@ def compare_models(
     n_layers = len(layers_a)
     moments = [sim.CrossMoments() for _ in range(n_layers + 1)]
     replaced = [sim.CrossMoments() for _ in range(n_layers)] if layer_replacement else []
-    js_sum = torch.zeros(n_layers, dtype=torch.float64)
+    js_sum = torch.zeros(n_layers, dtype=torch.float64, device=device)
     examples = 0
     overrides = []
     if layer_replacement:

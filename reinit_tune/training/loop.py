@@ -20,6 +20,7 @@ what the uninterrupted run would have.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import math
@@ -139,6 +140,25 @@ def named_devs(task: str, dev: Encoded | Mapping[str, Encoded]) -> dict[str, Enc
     if isinstance(dev, Encoded):
         return {get_task(task).dev_splits[0]: dev}
     return dict(dev)
+
+
+def exact_attention(device: torch.device) -> contextlib.AbstractContextManager:
+    """On CUDA, attention through PyTorch's math kernel; elsewhere nothing changes.
+
+    CUDA's fused attention kernels (flash, memory-efficient, cuDNN) draw their attention-dropout
+    masks inside the kernel, and ``vmap(randomness="same")`` refuses them ("Vmap does not
+    currently support same randomness with a batched tensor input", torch 2.11 on an H200), so
+    a trial pack (``reinit_tune.training.pack``) cannot run them. The math kernel draws its
+    masks through the dropout op, which a pack draws once for all its members, exactly as an
+    unpacked trial draws them. Every CUDA trial, packed or not, computes attention this way,
+    so a pack member computes what its trial computes alone, to float rounding. The cost for
+    unpacked trials is in ``benchmarks/RESULTS.md`` (attention at BERT's sequence lengths is
+    a small share of a step)."""
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(SDPBackend.MATH)
 
 
 def make_accelerator(use_gpu: bool, precision: str):
@@ -328,60 +348,61 @@ def train(
     device = accelerator.device
     extra_train_s, extra_eval_s = objective.first_epoch_extra_s
     results: list[EpochResult] = []
-    for epoch in range(1 + (resume["epoch"] if resume else 0), opt.epochs + 1):
-        objective.module.train()
-        start = time.perf_counter()
-        loss_sum = torch.zeros((), device=device)
-        tokens = 0
-        logged: list[tuple[int, torch.Tensor, float]] = []
-        for batch in loader:
-            lr = scheduler.get_last_lr()[0]  # the rate this step uses
-            loss, batch_tokens = objective.loss(batch)
-            tokens += batch_tokens
-            accelerator.backward(loss)
-            if rows is not None:
-                rows.gather_grad()
-            # run_glue's clipping, over what the optimizer holds (the embedding rows, not
-            # the matrix whose gradient gather_grad moved)
-            torch.nn.utils.clip_grad_norm_(trained, MAX_GRAD_NORM)
-            optimizer.step()
-            if rows is not None:
-                rows.scatter()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            loss_sum += loss.detach().float()
-            step = scheduler.last_epoch  # steps taken over the whole run, resumed or not
-            if log_every and step % log_every == 0:
-                logged.append((step, loss.detach().float(), lr))
-        train_loss = float(loss_sum.item()) / len(loader)
-        if not math.isfinite(train_loss):  # no later epoch or dev score can mean anything
-            raise TrialDiverged(
-                f"diverged: the training loss of epoch {epoch} is {train_loss} (learning rate "
-                f"{opt.lr:g}); lower the learning rate, or check the training labels")
-        step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
-        train_time = time.perf_counter() - start + (extra_train_s if epoch == 1 else 0.0)
-        start = time.perf_counter()
-        if every_epoch or epoch == opt.epochs:
-            eval_loss, scores = objective.evaluate()
-        else:
-            eval_loss, scores = math.nan, {}
-        eval_time = time.perf_counter() - start + (extra_eval_s if epoch == 1 else 0.0)
-        bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
-               if not math.isfinite(value)} if scores else {}
-        if bad:
-            raise TrialDiverged(
-                f"diverged: after epoch {epoch} " + ", ".join(f"{k} is {v}" for k, v in
-                                                            bad.items())
-                + f" (training loss {train_loss:.4g}); check the dev labels, or lower the "
-                "learning rate")
-        result = EpochResult(epoch, train_loss, eval_loss, scores, train_time, eval_time,
-                             objective.num_examples, tokens,
-                             [(s, v, lr) for (s, _, lr), v in zip(logged, step_losses,
-                                                                    strict=True)])
-        results.append(result)
-        if on_epoch is not None:
-            setup.state = partial(training_state, epoch,
-                                  accelerator.unwrap_model(objective.module), optimizer,
-                                  scheduler, loader.generator)
-            on_epoch(result, setup)
+    with exact_attention(device):
+        for epoch in range(1 + (resume["epoch"] if resume else 0), opt.epochs + 1):
+            objective.module.train()
+            start = time.perf_counter()
+            loss_sum = torch.zeros((), device=device)
+            tokens = 0
+            logged: list[tuple[int, torch.Tensor, float]] = []
+            for batch in loader:
+                lr = scheduler.get_last_lr()[0]  # the rate this step uses
+                loss, batch_tokens = objective.loss(batch)
+                tokens += batch_tokens
+                accelerator.backward(loss)
+                if rows is not None:
+                    rows.gather_grad()
+                # run_glue's clipping, over what the optimizer holds (the embedding rows, not
+                # the matrix whose gradient gather_grad moved)
+                torch.nn.utils.clip_grad_norm_(trained, MAX_GRAD_NORM)
+                optimizer.step()
+                if rows is not None:
+                    rows.scatter()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                loss_sum += loss.detach().float()
+                step = scheduler.last_epoch  # steps taken over the whole run, resumed or not
+                if log_every and step % log_every == 0:
+                    logged.append((step, loss.detach().float(), lr))
+            train_loss = float(loss_sum.item()) / len(loader)
+            if not math.isfinite(train_loss):  # no later epoch or dev score can mean anything
+                raise TrialDiverged(
+                    f"diverged: the training loss of epoch {epoch} is {train_loss} (learning rate "
+                    f"{opt.lr:g}); lower the learning rate, or check the training labels")
+            step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
+            train_time = time.perf_counter() - start + (extra_train_s if epoch == 1 else 0.0)
+            start = time.perf_counter()
+            if every_epoch or epoch == opt.epochs:
+                eval_loss, scores = objective.evaluate()
+            else:
+                eval_loss, scores = math.nan, {}
+            eval_time = time.perf_counter() - start + (extra_eval_s if epoch == 1 else 0.0)
+            bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
+                   if not math.isfinite(value)} if scores else {}
+            if bad:
+                raise TrialDiverged(
+                    f"diverged: after epoch {epoch} " + ", ".join(f"{k} is {v}" for k, v in
+                                                                bad.items())
+                    + f" (training loss {train_loss:.4g}); check the dev labels, or lower the "
+                    "learning rate")
+            result = EpochResult(epoch, train_loss, eval_loss, scores, train_time, eval_time,
+                                 objective.num_examples, tokens,
+                                 [(s, v, lr) for (s, _, lr), v in zip(logged, step_losses,
+                                                                        strict=True)])
+            results.append(result)
+            if on_epoch is not None:
+                setup.state = partial(training_state, epoch,
+                                      accelerator.unwrap_model(objective.module), optimizer,
+                                      scheduler, loader.generator)
+                on_epoch(result, setup)
     return results, setup

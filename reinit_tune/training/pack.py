@@ -74,6 +74,7 @@ from reinit_tune.training.loop import (
     TrainSetup,
     batch_loader,
     eval_batches,
+    exact_attention,
     make_accelerator,
     named_devs,
     retain_freed_memory,
@@ -337,72 +338,73 @@ def train_pack(
     live = list(range(len(configs)))  # config positions of the members still training
     outcomes = [MemberOutcome([]) for _ in configs]
     step = 0
-    for epoch in range(1, opt.epochs + 1):
-        start = time.perf_counter()
-        loss_sum = torch.zeros(len(live), device=device)
-        tokens = 0
-        logged: list[tuple[int, torch.Tensor, float]] = []
-        for batch in loader:
-            factor = schedule_factor(step, total_steps, opt.schedule, opt.warmup_ratio)
-            tokens += int(batch["attention_mask"].sum())
-            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            if autocast is not None:
-                with autocast:
+    with exact_attention(device):
+        for epoch in range(1, opt.epochs + 1):
+            start = time.perf_counter()
+            loss_sum = torch.zeros(len(live), device=device)
+            tokens = 0
+            logged: list[tuple[int, torch.Tensor, float]] = []
+            for batch in loader:
+                factor = schedule_factor(step, total_steps, opt.schedule, opt.warmup_ratio)
+                tokens += int(batch["attention_mask"].sum())
+                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+                if autocast is not None:
+                    with autocast:
+                        losses, _ = fused(batch, train=True)
+                    losses = losses.float()
+                else:
                     losses, _ = fused(batch, train=True)
-                losses = losses.float()
-            else:
-                losses, _ = fused(batch, train=True)
-            losses.sum().backward()  # members are independent: each gets its own gradient
-            adamw.step({n: fused.params[n] for n in trained}, factor)
-            loss_sum += losses.detach().float()
-            step += 1
-            if log_every and step % log_every == 0:
-                logged.append((step, losses.detach().float(), opt.lr * factor))
-        train_losses = [v / len(loader) for v in loss_sum.tolist()]  # the loop's division
-        train_time = (time.perf_counter() - start) / len(live)
-        finite = [i for i, v in enumerate(train_losses) if math.isfinite(v)]
-        for i, v in enumerate(train_losses):
-            if not math.isfinite(v):
-                outcomes[live[i]].error = diverged_loss_text(epoch, v, opt.lr)
-        start = time.perf_counter()
-        if len(finite) < len(live):
-            _keep(fused, adamw, finite)
-            logged = [(s, v[finite], lr) for s, v, lr in logged]
-            train_losses = [train_losses[i] for i in finite]
-            live = [live[i] for i in finite]
-        if not live:
-            break
-        if every_epoch or epoch == opt.epochs:
-            evaluated = _evaluate_members(fused, devs, task, device, len(live),
-                                          bf16=autocast is not None)
-        else:
-            evaluated = [(math.nan, {})] * len(live)
-        eval_time = (time.perf_counter() - start) / len(live)
-        step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
-        still = []
-        for i, member in enumerate(live):
-            eval_loss, scores = evaluated[i]
-            bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
-                   if not math.isfinite(value)} if scores else {}
-            if bad:
-                outcomes[member].error = diverged_eval_text(epoch, bad, train_losses[i])
-                continue
-            still.append(i)
-            result = EpochResult(epoch, train_losses[i], eval_loss, scores, train_time,
-                                 eval_time, len(train_split), tokens,
-                                 [(s, row[i], lr) for (s, _, lr), row in
-                                  zip(logged, step_losses, strict=True)])
-            outcomes[member].results.append(result)
-            if on_epoch is not None:
-                on_epoch(member, result, setup)
-        if len(still) < len(live):
-            _keep(fused, adamw, still)
-            live = [live[i] for i in still]
+                losses.sum().backward()  # members are independent: each gets its own gradient
+                adamw.step({n: fused.params[n] for n in trained}, factor)
+                loss_sum += losses.detach().float()
+                step += 1
+                if log_every and step % log_every == 0:
+                    logged.append((step, losses.detach().float(), opt.lr * factor))
+            train_losses = [v / len(loader) for v in loss_sum.tolist()]  # the loop's division
+            train_time = (time.perf_counter() - start) / len(live)
+            finite = [i for i, v in enumerate(train_losses) if math.isfinite(v)]
+            for i, v in enumerate(train_losses):
+                if not math.isfinite(v):
+                    outcomes[live[i]].error = diverged_loss_text(epoch, v, opt.lr)
+            start = time.perf_counter()
+            if len(finite) < len(live):
+                _keep(fused, adamw, finite)
+                logged = [(s, v[finite], lr) for s, v, lr in logged]
+                train_losses = [train_losses[i] for i in finite]
+                live = [live[i] for i in finite]
             if not live:
                 break
-    if keep_weights:
-        for i, member in enumerate(live):
-            outcomes[member].weights = fused.member_state(i)
+            if every_epoch or epoch == opt.epochs:
+                evaluated = _evaluate_members(fused, devs, task, device, len(live),
+                                              bf16=autocast is not None)
+            else:
+                evaluated = [(math.nan, {})] * len(live)
+            eval_time = (time.perf_counter() - start) / len(live)
+            step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
+            still = []
+            for i, member in enumerate(live):
+                eval_loss, scores = evaluated[i]
+                bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
+                       if not math.isfinite(value)} if scores else {}
+                if bad:
+                    outcomes[member].error = diverged_eval_text(epoch, bad, train_losses[i])
+                    continue
+                still.append(i)
+                result = EpochResult(epoch, train_losses[i], eval_loss, scores, train_time,
+                                     eval_time, len(train_split), tokens,
+                                     [(s, row[i], lr) for (s, _, lr), row in
+                                      zip(logged, step_losses, strict=True)])
+                outcomes[member].results.append(result)
+                if on_epoch is not None:
+                    on_epoch(member, result, setup)
+            if len(still) < len(live):
+                _keep(fused, adamw, still)
+                live = [live[i] for i in still]
+                if not live:
+                    break
+        if keep_weights:
+            for i, member in enumerate(live):
+                outcomes[member].weights = fused.member_state(i)
     return outcomes, setup
 
 
