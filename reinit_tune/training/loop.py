@@ -20,7 +20,6 @@ what the uninterrupted run would have.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import math
@@ -44,6 +43,7 @@ from reinit_tune.data import Encoded
 from reinit_tune.errors import TrialDiverged
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
+from reinit_tune.training.exact import exact_on
 from reinit_tune.training.vocab_rows import VocabRows
 
 if TYPE_CHECKING:
@@ -140,25 +140,6 @@ def named_devs(task: str, dev: Encoded | Mapping[str, Encoded]) -> dict[str, Enc
     if isinstance(dev, Encoded):
         return {get_task(task).dev_splits[0]: dev}
     return dict(dev)
-
-
-def exact_attention(device: torch.device) -> contextlib.AbstractContextManager:
-    """On CUDA, attention through PyTorch's math kernel; elsewhere nothing changes.
-
-    CUDA's fused attention kernels (flash, memory-efficient, cuDNN) draw their attention-dropout
-    masks inside the kernel, and ``vmap(randomness="same")`` refuses them ("Vmap does not
-    currently support same randomness with a batched tensor input", torch 2.11 on an H200), so
-    a trial pack (``reinit_tune.training.pack``) cannot run them. The math kernel draws its
-    masks through the dropout op, which a pack draws once for all its members, exactly as an
-    unpacked trial draws them. Every CUDA trial, packed or not, computes attention this way,
-    so a pack member computes what its trial computes alone, to float rounding. The cost for
-    unpacked trials is in ``benchmarks/RESULTS.md`` (attention at BERT's sequence lengths is
-    a small share of a step)."""
-    if device.type != "cuda":
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel(SDPBackend.MATH)
 
 
 def make_accelerator(use_gpu: bool, precision: str):
@@ -348,7 +329,7 @@ def train(
     device = accelerator.device
     extra_train_s, extra_eval_s = objective.first_epoch_extra_s
     results: list[EpochResult] = []
-    with exact_attention(device):
+    with exact_on(device, [accelerator.unwrap_model(objective.module)]):
         for epoch in range(1 + (resume["epoch"] if resume else 0), opt.epochs + 1):
             objective.module.train()
             start = time.perf_counter()

@@ -66,6 +66,7 @@ from reinit_tune.data import Encoded
 from reinit_tune.hardware import eval_batch_size
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
+from reinit_tune.training.exact import exact_on
 from reinit_tune.training.finetune import param_groups
 from reinit_tune.training.loop import (
     MAX_GRAD_NORM,
@@ -74,7 +75,6 @@ from reinit_tune.training.loop import (
     TrainSetup,
     batch_loader,
     eval_batches,
-    exact_attention,
     make_accelerator,
     named_devs,
     retain_freed_memory,
@@ -338,7 +338,7 @@ def train_pack(
     live = list(range(len(configs)))  # config positions of the members still training
     outcomes = [MemberOutcome([]) for _ in configs]
     step = 0
-    with exact_attention(device):
+    with exact_on(device, [fused.template]):
         for epoch in range(1, opt.epochs + 1):
             start = time.perf_counter()
             loss_sum = torch.zeros(len(live), device=device)

@@ -5,7 +5,6 @@ is dropped alone; pack sizing for a GPU's free memory."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import pytest
@@ -187,45 +186,3 @@ def test_a_bf16_pack_evaluates_under_autocast_as_the_loop_does(members, split, m
         training = {on for is_train, on in seen if is_train}
         assert evaluation == training == {precision == "bf16"}, precision
 
-
-def test_a_pack_equals_its_members_apart_through_the_math_attention_kernel(
-        members, split, monkeypatch):
-    """CUDA trials compute attention with PyTorch's math kernel (``loop.exact_attention``:
-    the fused CUDA kernels' dropout cannot run under a pack's vmap). The same kernel forced
-    here on the CPU: the pack still draws each member's attention-dropout masks as its trial
-    draws them alone."""
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    from reinit_tune.training import loop
-
-    calls = []
-
-    def math_kernel(device):
-        calls.append(device.type)
-        return sdpa_kernel(SDPBackend.MATH)
-
-    monkeypatch.setattr(loop, "exact_attention", math_kernel)
-    monkeypatch.setattr(pack, "exact_attention", math_kernel)
-    train, devs = split
-    chosen = members[:2]
-    alone = [finetune_config(build_model(c), train, devs, c, use_gpu=False)[0] for c in chosen]
-    outcomes, _ = train_pack([build_model(c) for c in chosen], chosen, train, devs,
-                             use_gpu=False)
-    assert calls == ["cpu"] * 3  # two trials alone, one pack: all under the math kernel
-    for outcome, results in zip(outcomes, alone, strict=True):
-        assert outcome.error is None
-        for got, want in zip(outcome.results, results, strict=True):
-            assert got.train_loss == pytest.approx(want.train_loss, abs=1e-5)
-            assert got.eval_loss == pytest.approx(want.eval_loss, abs=1e-5)
-    assert outcomes[0].results[-1].train_loss != pytest.approx(
-        outcomes[1].results[-1].train_loss, abs=1e-4)
-
-
-def test_attention_runs_through_the_math_kernel_on_cuda_only():
-    from reinit_tune.training.loop import exact_attention
-
-    assert isinstance(exact_attention(torch.device("cpu")), contextlib.nullcontext)
-    with exact_attention(torch.device("cuda")):  # entering it needs no GPU
-        q = torch.randn(1, 2, 4, 8)
-        # a fused-only selection would raise here; the math kernel runs anywhere
-        torch.nn.functional.scaled_dot_product_attention(q, q, q)

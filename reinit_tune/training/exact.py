@@ -1,0 +1,79 @@
+"""How a trial on a GPU computes attention and dropout, so that a trial pack
+(``reinit_tune.training.pack``) computes exactly what each of its trials computes alone.
+
+A pack runs its members under ``vmap(randomness="same")``, where every dropout call draws one
+mask of the unbatched shape with ``bernoulli_`` and applies it to every member. On the CPU that
+is the draw an unpacked trial makes (PyTorch's CPU dropout is ``bernoulli_`` too). On CUDA it
+is not, in two ways, both seen on an H200 with torch 2.11 (``benchmarks/RESULTS.md``):
+
+- CUDA's dropout is a fused kernel that maps its random stream onto the mask in its own way,
+  so an unpacked CUDA trial drew other masks than its pack member (train losses 5% apart for a
+  bert-base-shaped model after 3 epochs).
+- CUDA's fused attention kernels (flash, memory-efficient, cuDNN) draw attention-dropout masks
+  inside the kernel, and ``vmap`` refuses them ("Vmap does not currently support same
+  randomness with a batched tensor input"); PyTorch's math kernel under ``vmap`` and bf16
+  autocast failed in its backward ("expected input and grad types to match").
+
+So on CUDA every trial, packed or not, runs (``exact_on``): dropout as ``bernoulli_`` (the
+formula of PyTorch's CPU kernel and of vmap's rule: mask ~ Bernoulli(1 - p), output = input x
+mask x 1/(1 - p); registered once per process for the CUDA dispatch key), and the model's
+eager attention (softmax and dropout as separate operators, which autocast and ``vmap`` both
+handle). Elsewhere nothing changes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterable, Iterator
+
+import torch
+from torch import nn
+
+# Devices whose trials run with eager attention and bernoulli_ dropout.
+EXACT_DEVICES = frozenset({"cuda"})
+_REGISTERED: dict[str, torch.library.Library] = {}
+
+
+def bernoulli_dropout(input: torch.Tensor, p: float, train: bool | None
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``aten::native_dropout`` computed as PyTorch's CPU kernel and vmap's rule compute it:
+    (output, boolean mask)."""
+    if train is False or p == 0:
+        return input.clone(), torch.ones_like(input, dtype=torch.bool)
+    keep = 1.0 - p
+    mask = torch.empty_like(input).bernoulli_(keep)
+    output = input.mul(mask).mul_(0.0 if keep == 0 else 1.0 / keep)
+    return output, mask.to(torch.bool)
+
+
+def use_bernoulli_dropout(dispatch_key: str) -> None:
+    """Make ``aten::native_dropout`` on ``dispatch_key`` ("CUDA") ``bernoulli_dropout`` for
+    the rest of this process (idempotent)."""
+    if dispatch_key in _REGISTERED:
+        return
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():  # "Overriding a previously registered kernel": intended
+        warnings.simplefilter("ignore")
+        library.impl("native_dropout", bernoulli_dropout, dispatch_key)
+    _REGISTERED[dispatch_key] = library
+
+
+@contextlib.contextmanager
+def exact_on(device: torch.device, modules: Iterable[nn.Module]) -> Iterator[None]:
+    """While training ``modules`` on ``device``: on an ``EXACT_DEVICES`` device, bernoulli_
+    dropout and eager attention (restored afterwards); elsewhere nothing."""
+    if device.type not in EXACT_DEVICES:
+        yield
+        return
+    use_bernoulli_dropout(device.type.upper())
+    configs = {id(m.config): m.config for module in modules for m in module.modules()
+               if hasattr(getattr(m, "config", None), "_attn_implementation")}
+    before = {key: config._attn_implementation for key, config in configs.items()}
+    for config in configs.values():
+        config._attn_implementation = "eager"
+    try:
+        yield
+    finally:
+        for key, config in configs.items():
+            config._attn_implementation = before[key]
