@@ -30,9 +30,9 @@ per step x members, over the device's bf16 dense peak (``PEAK_TFLOPS``, or
 ``--peak-tflops``). The target: >= 30% for a 13-member pack.
 
 Without a GPU the same code paths run on the CPU (fractional packing then splits the CPUs
-instead of a GPU), so CI exercises them; the numbers are only meaningful on a GPU. Not yet
-measured on a GPU (none was lent so far): every trials/hour and MFU number of this script;
-``python -m benchmarks.gpu_suite`` (or the first command below) measures them all.
+instead of a GPU), so CI exercises them; the numbers are only meaningful on a GPU (measured on
+an H200: ``benchmarks/RESULTS.md``). ``python -m benchmarks.gpu_suite`` (or the first command
+below) measures them all.
 
     python -m benchmarks.bench_gpu                          # on a GPU node
     python -m benchmarks.bench_gpu --smoke --models <tiny local model>   # seconds, CPU

@@ -67,13 +67,16 @@ def exact_on(device: torch.device, modules: Iterable[nn.Module]) -> Iterator[Non
         yield
         return
     use_bernoulli_dropout(device.type.upper())
-    configs = {id(m.config): m.config for module in modules for m in module.modules()
-               if hasattr(getattr(m, "config", None), "_attn_implementation")}
-    before = {key: config._attn_implementation for key, config in configs.items()}
-    for config in configs.values():
-        config._attn_implementation = "eager"
+    from transformers import PreTrainedModel
+
+    # each module's outermost model: setting it sets its submodels
+    models = [m for m in (next((m for m in module.modules() if isinstance(m, PreTrainedModel)),
+                               None) for module in modules) if m is not None]
+    before = [m.config._attn_implementation for m in models]
+    for m in models:
+        m.set_attn_implementation("eager")
     try:
         yield
     finally:
-        for key, config in configs.items():
-            config._attn_implementation = before[key]
+        for m, implementation in zip(models, before, strict=True):
+            m.set_attn_implementation(implementation)

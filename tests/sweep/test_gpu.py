@@ -1,10 +1,12 @@
 """On a real GPU (``pytest -m gpu``; skipped without CUDA): two trials sharing one GPU through
-Ray Tune, bf16 autocast on CUDA, the fused AdamW kernel and the reachable-row embedding
-updates on CUDA (against dense AdamW), exact checkpoint/resume on CUDA, and similarity on
-CUDA. ``python -m benchmarks.gpu_suite`` runs these and the GPU benchmarks together."""
+Ray Tune (with their GPU memory recorded), bf16 autocast on CUDA, the fused AdamW kernel and
+the reachable-row embedding updates on CUDA (against dense AdamW), checkpoint/resume on CUDA,
+a pack against its members apart on CUDA, and similarity on CUDA. ``python -m
+benchmarks.gpu_suite`` runs these and the GPU benchmarks together."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -15,6 +17,7 @@ from reinit_tune import TrialConfig, data, store
 from reinit_tune.model.build import build_model
 from reinit_tune.sweep import trial
 from reinit_tune.sweep.options import SimilarityOptions
+from reinit_tune.sweep.packs import execute_pack
 from reinit_tune.training import loop
 from reinit_tune.training.finetune import finetune
 from reinit_tune.training.loop import Optimization
@@ -75,14 +78,36 @@ def test_checkpoint_and_resume_on_cuda(tiny_bert, glue_dir):
     config = TrialConfig(tiny_bert, "rte", train_size=40, seed=3, epochs=3, lr=3e-4)
     states = {}
     whole = trial.execute(config, data_dir=str(glue_dir), use_gpu=True, checkpoint_after_s=0,
+                          # a copy: the state holds the live weights, which epoch 3 trains
                           report=lambda record, state: states.setdefault(
-                              record.epoch, {k: v for k, v in state.items()}
-                              if state else None))
+                              record.epoch, copy.deepcopy(state) if state else None))
+    again = trial.execute(config, data_dir=str(glue_dir), use_gpu=True)
     resumed = trial.execute(config, data_dir=str(glue_dir), use_gpu=True, resume=states[2])
     assert resumed[0]["epoch"] == 3 and resumed[0]["resumed_from_epoch"] == 2
-    # CUDA kernels may reorder float sums: equal to float tolerance, not bit for bit
-    assert resumed[0]["train_loss"] == pytest.approx(whole[-1]["train_loss"], rel=1e-4)
-    assert resumed[0]["score"] == pytest.approx(whole[-1]["score"], abs=1e-6)
+    # CUDA's embedding backward adds with atomics, so two uninterrupted runs may differ in
+    # float rounding: a resumed run is as close to the uninterrupted one as a second
+    # uninterrupted run is, or closer
+    rerun = abs(again[-1]["train_loss"] - whole[-1]["train_loss"])
+    assert abs(resumed[0]["train_loss"] - whole[-1]["train_loss"]) <= max(
+        4 * rerun, 1e-6 * whole[-1]["train_loss"])
+    assert abs(resumed[0]["score"] - whole[-1]["score"]) <= max(
+        4 * abs(again[-1]["score"] - whole[-1]["score"]), 1e-6)
+
+
+def test_a_pack_equals_its_members_apart_on_cuda(tiny_bert, glue_dir):
+    """Eager attention and bernoulli_ dropout on CUDA (``training.exact``): a pack draws
+    the dropout masks its members draw alone (1.7e-7 relative for a bert-base-shaped
+    model, ``benchmarks.gpu_checks``)."""
+    base = TrialConfig(tiny_bert, "rte", train_size=32, seed=1, epochs=2, lr=3e-4)
+    configs = [base.replace(reinit_layers=tuple(range(k, 4))) for k in (4, 3, 2, 1)]
+    packed = execute_pack(configs, data_dir=str(glue_dir), use_gpu=True)
+    for config in configs:
+        reports, error = packed[config.trial_id]
+        alone = trial.execute(config, data_dir=str(glue_dir), use_gpu=True)
+        assert error is None and reports[-1]["device"].startswith("cuda")
+        for got, want in zip(reports, alone, strict=True):
+            assert got["train_loss"] == pytest.approx(want["train_loss"], rel=1e-5)
+            assert got["score"] == pytest.approx(want["score"], abs=1e-6)
 
 
 def test_similarity_on_cuda(tiny_bert, glue_dir):
