@@ -15,6 +15,7 @@ from benchmarks import (
     bench_sweep,
     bench_trial,
     calibrate_cost,
+    gpu_checks,
 )
 
 
@@ -205,3 +206,21 @@ def test_bench_seeds_smoke_compares_the_adaptive_design_with_fixed_ones(capsys):
     for row in rows:
         adaptive, fixed, ratio = float(row[3]), float(row[4]), float(row[5])
         assert 0 < adaptive < fixed and ratio == pytest.approx(adaptive / fixed, abs=0.002)
+
+
+def test_gpu_checks_smoke_runs_every_check_on_cpu(capsys, tmp_path, glue_dir):
+    out = tmp_path / "checks.md"
+    assert gpu_checks.main(["--smoke", "--data-dir", str(glue_dir), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "FAILED" not in text and "# GPU checks on no CUDA device (CPU)" in text
+    for title in ("CUDA against CPU", "members stacked", "--pack-size auto",
+                  "reused workers"):
+        assert title in text
+    # the same trial twice on the CPU agrees exactly; the two real sweeps stored every trial
+    [agree] = [r for r in table_rows(text, "tiny") if r[1] == "0"]
+    assert float(agree[3]) == 0.0 and agree[-1] == "yes"
+    sweeps = [r for r in table_rows(text, "1") + table_rows(text, "0.5") if len(r) == 9]
+    trials = {}
+    for row in sweeps:
+        trials[row[0]] = trials.get(row[0], 0) + int(row[3])
+    assert trials == {"1": 2, "0.5": 8}
