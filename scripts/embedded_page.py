@@ -55,7 +55,9 @@ def page() -> str:
     table += [f"| {r.experiment} | {r.task} | {int(r.train_size)} | {r.trials} | {r.seeds} |"
               for r in counts.itertuples()]
     rows = verdicts.evaluate(trials, results_dir="examples/embedded-minilm",
-                             similarity=store.load_similarity(STORE))
+                             similarity=store.load_similarity(STORE),
+                             epochs=store.load_epochs(STORE),
+                             pairs=store.load_pairs(STORE))
     decided = [r for r in rows if r.verdict != "not enough data"]
     undecided = sorted({r.claim for r in rows} - {r.claim for r in decided},
                        key=lambda c: (c[:3], int(c.split("-C")[1])))  # 000-C2 before 000-C13

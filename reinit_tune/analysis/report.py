@@ -435,7 +435,8 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
     unreadable = store.unreadable_files(results)
     malformed = store.malformed_rows(results)
     rows = [] if only else verdicts.evaluate(data.trials, results_dir=str(results),
-                                             similarity=data.similarity)
+                                             similarity=data.similarity, epochs=data.epochs,
+                                             pairs=data.pairs)
     page.write_text(render(built, data, results.resolve(), unreadable, only, malformed, rows))
     for path in unreadable:
         print(f"warning: {_unreadable_text(path)}", file=sys.stderr)

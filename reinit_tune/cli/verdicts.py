@@ -29,8 +29,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from reinit_tune import store, verdicts
+    from reinit_tune.verdicts.epochs import EPOCH_COLUMNS
     from reinit_tune.verdicts.groups import COLUMNS
     from reinit_tune.verdicts.layers import SIMILARITY_COLUMNS
+    from reinit_tune.verdicts.pairs import PAIR_COLUMNS
     from reinit_tune.verdicts.table import text, write_json
 
     if args.claims:
@@ -47,7 +49,10 @@ def command(args: argparse.Namespace) -> int:
               else verdicts.CLAIMS)
     trials = store.load_trials(results, status="ok", columns=list(COLUMNS))
     similarity = store.load_similarity(results, columns=list(SIMILARITY_COLUMNS))
-    rows = verdicts.evaluate(trials, claims, results_dir=str(results), similarity=similarity)
+    epochs = store.load_epochs(results, columns=list(EPOCH_COLUMNS))
+    pairs = store.load_pairs(results, columns=list(PAIR_COLUMNS))
+    rows = verdicts.evaluate(trials, claims, results_dir=str(results), similarity=similarity,
+                             epochs=epochs, pairs=pairs)
     print(text(rows))
     if args.json:
         write_json(rows, args.json)

@@ -17,6 +17,7 @@ from reinit_tune.verdicts.conditions import (
     Permuted,
     Probe,
 )
+from reinit_tune.verdicts.pairs import SeedDivergence, TaskDivergence
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
     CurveGap,
@@ -38,10 +39,12 @@ from reinit_tune.verdicts.statistics import (
     ByTask,
     Contrast,
     CurveArea,
+    EpochGain,
     EveryLayer,
     FlatMiddle,
     Jump,
     KneeShift,
+    LayerShift,
     LinearDrop,
     MiddleShares,
     SeedValue,
@@ -255,6 +258,17 @@ CLAIMS: tuple[Claim, ...] = (
         "mean over k < L of s(LayerNorm kept) - s(LayerNorm redrawn), paired by seed",
         tasks=TASKS_003, figure="variants"),
     Claim(
+        "003-C19", "003", "P2", "more epochs: no gain at 5k, several points at 500",
+        "003 App. D",
+        "minimal effects of training longer than three epochs for the subsamples of 5k ... "
+        "improvements of several percentage points for ... five epochs",
+        EpochGain(), "s(e) - s(3) inside the epochs study's runs, paired by seed: (a) above "
+        "1,000 examples, s(10) - s(3) and s(5) - s(3) per k within +-delta_abs (Bonferroni); "
+        "(b) at <= 1,000, the mean over k of s(5) - s(3) > 0", tasks=TASKS_003,
+        figure="variants", published="several percentage points at 500 (no exact number)",
+        caveat="the paper tracked validation loss, one run per setting; epoch 3 here is the "
+               "10-epoch runs' own, not a 3-epoch run's (a decaying schedule differs)"),
+    Claim(
         "003-C22", "003", "P2", "5x learning rate on reinitialized layers increases variance",
         "003 App. E; Fig. 6",
         "A higher learning rate appears to increase the variance of the evaluation metrics",
@@ -383,6 +397,16 @@ CLAIMS: tuple[Claim, ...] = (
         caveat="000's code uses the spectral norm of output.dense; the Frobenius form is "
                "stored too (rho_w_output_fro)"),
     Claim(
+        "000-C14", "000", "P2", "weights change more with more data",
+        "000 Abstract; §6.3",
+        "We notice parallel upward shifts with increased data size.",
+        LayerShift(), "mean over layers l of log(d_l(large) / d_l(small)), d_l the mean over "
+        "seeds of ||W_l(FT) - W_l(pretrained)||_2 of output.dense (seed bootstrap inside "
+        "each size)", tasks=("sst2", "qnli"), figure="000-distance",
+        caveat="at a fixed number of epochs more data means more optimizer steps, which "
+               "alone predicts the shift; the per-layer Holm tests are not evaluated, the "
+               "reason counts the layers that shift up"),
+    Claim(
         "001-C4", "001", "P2", "the progressive curve is neither monotone nor evenly spaced",
         "001 Abstract; §6.2",
         "the change in performance does not monotonically decrease when reinitializing the "
@@ -475,6 +499,28 @@ CLAIMS: tuple[Claim, ...] = (
         figure="002-dynamics",
         caveat="the late/early ratio is not evaluated; SVCCA's settings (99% variance kept) "
                "change the levels"),
+    Claim(
+        "002-C5", "002", "P2", "across seeds, attention diverges only at the top; smaller "
+        "data diverges earlier", "002 §5.1; Fig. 4; §1",
+        "the attention mode of low and intermediate layers is basically consistent between "
+        "two different random seeds, whereas ... last layers is relatively divergent",
+        SeedDivergence(), "(a) per task: Q = mean JS_seed over the late layers / over the "
+        "others > 1 and the mean Spearman rho(l, JS_seed) > 0; (b) the change point of MRPC "
+        "before MNLI's and SST-2's; seed pairs resampled", tasks=("mnli", "sst2", "mrpc"),
+        figure="002-dynamics", published="figure only; MRPC diverges at 'the 9th layer' of 24",
+        caveat="the pairs come from `reinit-tune consistency`; the tasks differ in size and in "
+               "hyperparameters (002 Table 1), so (b)'s data-size reading is claims.md's"),
+    Claim(
+        "002-C7", "002", "P2", "across tasks, low layers agree; upper layers diverge more for "
+        "less similar tasks", "002 §5.2; Figs 6-7; §1",
+        "no matter two datasets are from the same domain or the different domain, ... low "
+        "layers (0-7 layer) are consistent",
+        TaskDivergence(), "(a) per pair of tasks: D_task / D_seed over the lowest third of "
+        "the layers <= 1.5 for JS and SVCCA; (b) late-layer JS RTE-MNLI < MRPC-RTE < "
+        "MRPC-SST-2, Holm; pairs resampled", tasks=("mnli", "rte", "mrpc", "sst2"),
+        figure="002-dynamics",
+        caveat="(b) needs the four tasks named; the examples each pair is compared on (200 of "
+               "each task by default) change the levels"),
     Claim(
         "002-C4", "002", "P2", "reverting a low layer barely changes the final representation",
         "002 §4; Fig. 3",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reinit_tune.verdicts.pairs import SeedDivergence, TaskDivergence
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
     CurveGap,
@@ -25,10 +26,12 @@ from reinit_tune.verdicts.statistics import (
     ByTask,
     Contrast,
     CurveArea,
+    EpochGain,
     EveryLayer,
     FlatMiddle,
     Jump,
     KneeShift,
+    LayerShift,
     LinearDrop,
     MiddleShares,
     SeedValue,
@@ -46,7 +49,7 @@ Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation
              | AcrossSizes | ByTask | CurveGap | CurveArea | LinearDrop
              | Jump | BlockProfiles | MiddleShares
              | KneeShift | FlatMiddle | UnevenSteps
-             | CurveGapShift)
+             | CurveGapShift | LayerShift | EpochGain | SeedDivergence | TaskDivergence)
 
 # Size classes of claims.md §0.3 (train examples): "plentiful" the largest size >= 50k,
 # "scarce" <= 1k; "any" every size the store has.

@@ -29,12 +29,14 @@ from reinit_tune.inference import (
 )
 from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS
 from reinit_tune.sweep.seeds import ON_DEMAND_FAMILIES
+from reinit_tune.verdicts import epochs as epoch_scores
 from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
 from reinit_tune.verdicts.conditions import Kept
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group, groups
+from reinit_tune.verdicts.pairs import PairSet, pair_sets
 from reinit_tune.verdicts.probes import ProbePeak
 from reinit_tune.verdicts.rule import Finding
 
@@ -74,24 +76,39 @@ class VerdictRow:
 
 
 def evaluate(trials: pd.DataFrame, claims: Iterable[Claim] = CLAIMS,
-             results_dir: str = "DIR", similarity: pd.DataFrame | None = None
+             results_dir: str = "DIR", similarity: pd.DataFrame | None = None,
+             epochs: pd.DataFrame | None = None, pairs: pd.DataFrame | None = None
              ) -> list[VerdictRow]:
-    """Every verdict of ``claims`` on the runs of ``trials`` (``store.load_trials``) and
-    their per-layer ``similarity`` rows (``store.load_similarity``), where a claim reads
-    them."""
+    """Every verdict of ``claims`` on the runs of ``trials`` (``store.load_trials``), their
+    per-layer ``similarity`` rows (``store.load_similarity``), their per-epoch rows
+    (``store.load_epochs``) and the comparisons of two of their models (``store.load_pairs``),
+    where a claim reads them."""
+    compared = pair_sets(pairs, trials)
     summaries = layers.per_trial(similarity)
-    trials = trials.drop(columns=[v for v in layers.VALUES if v in trials])
-    trials = trials.merge(summaries, on="trial_id", how="left") if len(trials) else \
-        trials.assign(**{v: pd.Series(dtype="float64") for v in layers.VALUES})
-    found = groups(trials, ("score", *layers.VALUES))
+    lengths = trials.set_index("trial_id")["epochs"] if "epochs" in trials else None
+    study = epoch_scores.per_trial(epochs, lengths)
+    values = (*layers.VALUES, *layers.layer_columns(summaries), *epoch_scores.columns(study))
+    trials = trials.drop(columns=[v for v in values if v in trials])
+    if len(trials):
+        trials = trials.merge(summaries, on="trial_id", how="left").merge(
+            study, on="trial_id", how="left")
+    trials = trials.assign(**{v: pd.Series(dtype="float64") for v in values
+                              if v not in trials})
+    found = groups(trials, ("score", *values))
     rows: list[VerdictRow] = []
     for claim in claims:
-        rows += _claim(claim, found, results_dir)
+        rows += _claim(claim, found, results_dir, compared)
     return rows
 
 
-def _claim(claim: Claim, found: list[Group], results_dir: str) -> list[VerdictRow]:
+def _claim(claim: Claim, found: list[Group], results_dir: str,
+           compared: Sequence[PairSet] = ()) -> list[VerdictRow]:
     scope = claim.statistic.scope
+    if scope == "pairs":  # two models compared: the pairs table, not a group of runs
+        rows = [_row(claim, group, finding, results_dir, pair=other) for group, finding, other
+                in claim.statistic.decide(list(compared), claim.n_min)]
+        rows += _overall(claim, rows)
+        return rows or [_nothing(claim, found, results_dir)]
     candidates = [g for g in found if not claim.only_tasks or g.task in claim.tasks]
     candidates = [g for g in candidates if _touches(claim, g)]
     if scope == "group" and claim.overall == "all":  # every group at once: Bonferroni
@@ -358,7 +375,9 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
             "probe": f"probes of every hidden state and {claim.figure} runs of one task",
             "probe sizes": f"probes of every hidden state and {claim.figure} runs at two "
                            "sizes at least 10x apart of one task",
-            "task set": f"{claim.figure} runs of several tasks at one size"
+            "task set": f"{claim.figure} runs of several tasks at one size",
+            "pairs": f"pairs of {claim.figure} models (sweep with --save-model, then "
+                     "`reinit-tune consistency`)"
             }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
     family = "probing" if claim.statistic.scope.startswith("probe") else claim.figure
     return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,

@@ -73,12 +73,15 @@ class Group:
     def cell(self, condition: Condition, value: str = "score") -> pd.Series:
         """The cell's ``value`` (its runs' scores, or a per-trial similarity summary), one
         per unit: per seed, or per permutation (its seeds averaged first, indexed by the
-        order written out). Runs that did not measure ``value`` are left out."""
+        order written out). Runs that did not measure ``value`` are left out (all of them,
+        where no run of the store has it)."""
         if (condition, value) not in self._cells:
             self._cells[condition, value] = self._cell(condition, value)
         return self._cells[condition, value]
 
     def _cell(self, condition: Condition, value: str) -> pd.Series:
+        if not any(value in values for _, values in self.surgeries.values()):
+            return EMPTY
         if isinstance(condition, Permuted):
             orders = {",".join(map(str, key[1])): float(np.nanmean(values[value]))
                       for key, (_, values) in self.surgeries.items()

@@ -10,6 +10,9 @@ grow with depth in one finetuned model (000 §6.3, 002 §3).
   layers (l/L > 3/4) and over the early and middle ones; ``rho_js``: Spearman ρ of l and JS.
 - ``rho_svcca``: Spearman ρ of the layer l = 1..L and the SVCCA distance between its
   pretrained and finetuned outputs (002 §4).
+- ``w_output_l1``, ``w_output_l2``, ...: layer l's output.dense change ‖W_l^FT − W_l^pre‖₂
+  itself (000 §6.3's curves), one column per layer of the deepest model measured
+  (``layer_columns``).
 - ``rep_low_share``, ``rho_rep``, ``rep_gap``: of D_rep(l), the last layer's SVCCA distance
   from the finetuned model's when layer l alone is reverted to its pretrained weights (002
   §4 layer replacement): the largest D_rep over the low layers (l/L ≤ 0.45, 002's "0-10" of
@@ -23,6 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+LAYER_DISTANCE = "w_output_l{}"
+_PREFIX = LAYER_DISTANCE.format("")
 VALUES = ("rho_w_output", "rho_w_output_fro", "js_late", "js_early", "rho_js", "rho_svcca",
           "rep_low_share", "rho_rep", "rep_gap")
 LOW_DEPTH = 0.45  # 002 §4: layers 0-10 of 24
@@ -55,8 +60,8 @@ def _replacement(layers: np.ndarray, depth: np.ndarray, rep: np.ndarray) -> dict
 
 
 def per_trial(similarity: pd.DataFrame) -> pd.DataFrame:
-    """One row per trial of the similarity table with ``VALUES`` (NaN where the trial did
-    not measure it)."""
+    """One row per trial of the similarity table with ``VALUES`` and the per-layer
+    distances (``layer_columns``; NaN where the trial did not measure it)."""
     if similarity is None or similarity.empty:
         return pd.DataFrame(columns=["trial_id", *VALUES])
     rows = []
@@ -66,9 +71,12 @@ def per_trial(similarity: pd.DataFrame) -> pd.DataFrame:
 
         js = _column(part, "attention_js")
         late = depth > 0.75
+        distance = _column(part, "w_output_spectral_pretrained")
         rows.append({
             "trial_id": trial_id,
-            "rho_w_output": _rho(layers, _column(part, "w_output_spectral_pretrained")),
+            **{LAYER_DISTANCE.format(int(layer)): float(d)
+               for layer, d in zip(layers, distance, strict=True) if np.isfinite(d)},
+            "rho_w_output": _rho(layers, distance),
             "rho_w_output_fro": _rho(layers, _column(part, "w_output_fro")),
             "js_late": float(np.nanmean(js[late])) if np.isfinite(js[late]).any() else np.nan,
             "js_early": (float(np.nanmean(js[~late])) if np.isfinite(js[~late]).any()
@@ -77,4 +85,12 @@ def per_trial(similarity: pd.DataFrame) -> pd.DataFrame:
             "rho_svcca": _rho(layers, _column(part, "svcca_distance")),
             **_replacement(layers, depth, _column(part, "replaced_svcca")),
         })
-    return pd.DataFrame(rows, columns=["trial_id", *VALUES])
+    frame = pd.DataFrame(rows)
+    deepest = max((int(c[len(_PREFIX):]) for c in frame if c.startswith(_PREFIX)), default=0)
+    columns = ["trial_id", *VALUES, *(LAYER_DISTANCE.format(n) for n in range(1, deepest + 1))]
+    return frame.reindex(columns=columns)
+
+
+def layer_columns(summaries: pd.DataFrame) -> list[str]:
+    """The per-layer columns of ``per_trial``'s frame (``w_output_l1`` ...)."""
+    return [c for c in summaries if c not in VALUES and c != "trial_id"]

@@ -52,3 +52,24 @@ def test_an_old_store_gets_verdicts_without_a_traceback(capsys):
     printed = capsys.readouterr()
     assert "Traceback" not in printed.out + printed.err
     assert "verdicts:" in printed.out.splitlines()[-1]
+
+
+def test_the_command_reads_the_epoch_similarity_and_pairs_tables(tmp_path, capsys):
+    """003-C19 (epoch table), 000-C14 (similarity table) and 002-C5 (pairs table) decided
+    through the command on one store that has all three."""
+    from tests.verdicts.test_catalog import _epochs_study
+    from tests.verdicts.test_engine import _distance_store
+    from tests.verdicts.test_pairs import LATE, _plant
+
+    root = tmp_path / "r"
+    _epochs_study(root, 500, 0.04, 0.04, 0.005)
+    _distance_store(root, shift=0.5, noise=0.05)
+    _plant(root, {"sst2": LATE, "mnli": LATE})
+    out = tmp_path / "v.json"
+    assert cli.main(["verdicts", "--results", str(root), "--claims", "003-C19", "000-C14",
+                     "002-C5", "--json", str(out)]) == 0
+    rows = {(r["claim"], r["task"]): r for r in json.loads(out.read_text())}
+    assert rows["003-C19", "sst2"]["verdict"] == "supported"
+    assert rows["000-C14", "sst2"]["verdict"] == "supported"
+    assert rows["002-C5", "sst2"]["verdict"] == "supported"
+    assert "Traceback" not in capsys.readouterr().out

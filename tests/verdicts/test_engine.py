@@ -364,3 +364,58 @@ def test_003_c14_and_c15_short_of_permutations(tmp_path):
     assert {r.verdict for r in c15} == {NED}
     assert all("10 permutations run on both" in r.reason and "(7 found)" in r.reason
                for r in c15)
+
+
+# -- 000-C14: weights change more with more data ------------------------------------------
+def _distance_store(tmp_path, *, shift: float, noise: float, seeds: int = 6):
+    """000-distance runs of SST-2 at 500 and 5,000 examples: d_l = (1 + 0.3 l) x (1 + shift)
+    at the larger size, with multiplicative noise; returns d[size][seed][l]."""
+    rng = np.random.default_rng(11)
+    synth = SyntheticStore(tmp_path)
+    planted = {}
+    for size, factor in ((500, 1.0), (5000, 1.0 + shift)):
+        for seed in range(seeds):
+            tid = synth.add("000-distance", "sst2", 0.9, seed=seed, train_size=size)
+            d = [(1 + 0.3 * layer) * factor * math.exp(rng.normal(0, noise))
+                 for layer in range(1, 7)]
+            planted.setdefault(size, []).append(d)
+            store.write_similarity(tmp_path, tid, [
+                {"trial_id": tid, "layer": layer, "w_output_spectral_pretrained": d[layer - 1]}
+                for layer in range(1, 7)])
+    return planted
+
+
+def _log_shift(planted) -> float:
+    small, large = (np.mean(planted[n], axis=0) for n in (500, 5000))
+    return float(np.mean(np.log(large / small)))
+
+
+@pytest.mark.parametrize("shift,noise,want", [(0.5, 0.05, "supported"),
+                                              (-0.3, 0.05, "contradicted"),
+                                              (0.02, 1.0, "inconclusive")])
+def test_000_c14_weights_change_more_with_more_data(tmp_path, shift, noise, want):
+    planted = _distance_store(tmp_path, shift=shift, noise=noise)
+    row = one(similarity_verdicts(tmp_path, "000-C14"), "sst2")
+    assert row.verdict == want
+    assert row.estimate == pytest.approx(_log_shift(planted))
+    # the interval against a direct resampling of seeds inside each size (same generator
+    # discipline is not assumed: the bounds agree to bootstrap precision)
+    rng = np.random.default_rng(5)
+    draws = []
+    small, large = (np.array(planted[n]) for n in (500, 5000))
+    for _ in range(4000):
+        a = small[rng.integers(0, len(small), len(small))].mean(axis=0)
+        b = large[rng.integers(0, len(large), len(large))].mean(axis=0)
+        draws.append(np.mean(np.log(b / a)))
+    low, high = np.quantile(draws, [0.025, 0.975])
+    width = high - low
+    assert row.ci_low == pytest.approx(low, abs=0.1 * width)
+    assert row.ci_high == pytest.approx(high, abs=0.1 * width)
+    assert "larger at 5000 than at 500 in" in row.reason
+
+
+def test_000_c14_short_of_seeds_at_one_size(tmp_path):
+    _distance_store(tmp_path, shift=0.5, noise=0.05, seeds=2)
+    row = one(similarity_verdicts(tmp_path, "000-C14"), "sst2")
+    assert row.verdict == NED and "per-layer weight distances (2 runs)" in row.reason
+    assert row.command.startswith("reinit-tune sweep 000-distance")
