@@ -310,7 +310,9 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
                    f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
         command = (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
                    f"{' '.join(t for t in (group.task, pair.task if pair else None) if t)} "
-                   f"--sizes {sizes} {how} --results {results_dir}")
+                   f"{finding.sizes_flag or f'--sizes {sizes}'} "
+                   f"{_run_flags(probe if finding.family == 'probing' else group, finding)}"
+                   f"{how} --results {results_dir}")
     return VerdictRow(
         claim=claim.id, verdict=str(finding.verdict),
         task=group.task if pair is None else f"{group.task} / {pair.task}",
@@ -391,6 +393,23 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
                                   .get(claim.sizes, "") if family != "probing" else "")
                                + f" --seeds {claim.n_min} --results {results_dir}"),
                       figure=claim.figure)
+
+
+def _run_flags(group: Group | None, finding: Finding) -> str:
+    """The flags that train new runs as the group's were trained (its learning rate, batch,
+    epochs, sequence length, precision), each followed by a space; probes and the epochs
+    study take their epochs from their own flags; none without a group (probes not run yet:
+    the probing family's defaults)."""
+    if group is None:
+        return ""
+    flags = []
+    for name, value in group.run:
+        if name == "epochs" and (finding.family == "probing" or finding.sizes_flag):
+            continue
+        if name in ("lr", "batch_size", "epochs", "max_seq_length"):
+            value = f"{float(value):g}"
+        flags.append(f"--{name.replace('_', '-')} {value} ")
+    return "".join(flags)
 
 
 def _size_arg(group: Group) -> str:

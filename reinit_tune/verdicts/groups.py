@@ -23,6 +23,9 @@ from reinit_tune.verdicts.conditions import KEY, Condition, Heads, Permuted, sur
 SURGERY_FIELDS = ("reinit_layers", "reinit_heads", "layer_order", "preserve_layernorm",
                   "reinit_lr_multiplier", "probe_layer", "intermediate_task")
 EMPTY = pd.Series([], dtype=np.float64)
+# How the group's runs were trained, as the sweep flags that reproduce it (a command that adds
+# seeds to a group must train them alike, whatever the defaults are where it runs).
+RUN_FLAGS = ("lr", "batch_size", "epochs", "max_seq_length", "precision")
 # The columns a verdict reads (``store.load_trials(columns=...)``).
 COLUMNS = ("trial_id", "status", "experiment", "task", "train_size", "train_fraction",
            "train_examples", "seed", "score", "metric", "model", "num_layers", "lr",
@@ -52,6 +55,8 @@ class Group:
     # what predicting the dev majority class scores on the group's metric (its runs'
     # ``majority_score``): the chance level of a probe; None where no run recorded it
     chance: float | None = None
+    # ``RUN_FLAGS`` and their values in the group's runs
+    run: tuple[tuple[str, str], ...] = ()
     _cells: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -130,14 +135,16 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
     keys = ["task_name", "size", "setting", "model", "num_layers"]
     rows["_group"] = rows.groupby(keys, sort=True, dropna=False).ngroup()
     heads = rows.groupby("_group", sort=True).agg(
-        **{k: (k, "first") for k in [*keys, "metric", *fields]},
+        **{k: (k, "first") for k in dict.fromkeys([*keys, "metric", *fields, *RUN_FLAGS])},
         examples=("train_examples", "median"), chance=("majority_score", "median"))
     surgeries = _surgeries(rows, values)
     return [Group(str(h.task_name), str(h.size), float(h.examples), str(h.setting or ""),
                   str(h.model), int(h.num_layers), str(h.metric),
                   tuple((f, _text(getattr(h, f))) for f in fields),
                   surgeries.get(g, {}),
-                  None if pd.isna(h.chance) else float(h.chance))
+                  None if pd.isna(h.chance) else float(h.chance),
+                  tuple((f, _text(getattr(h, f))) for f in RUN_FLAGS
+                        if _text(getattr(h, f)) != "default"))
             for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
 
 

@@ -83,6 +83,8 @@ class Finding:
     share: Interval | None = None  # the displayed share, where the claim is about one
     missing: tuple[str, ...] = ()  # cells without enough runs: "progressive k=2 (1 run)"
     family: str | None = None  # the family whose runs would decide it
+    # what the command that runs them says instead of ``--sizes N`` (a family's own flags)
+    sizes_flag: str | None = None
 
     @property
     def boundary(self) -> float | None:

@@ -17,6 +17,7 @@ A new claim of an existing kind is a declaration (``catalog``); a new kind is a 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -1050,8 +1051,8 @@ class EpochGain:
         return [Kept(k) for k in sorted({0, num_layers // 2, num_layers})]
 
     def touched(self, group: Group) -> bool:
-        return any(len(group.cell(c, self.value.format(5))) > 0
-                   for c in self.conditions(group.num_layers))
+        """Runs scored after epochs 3 and 5 (a long run evaluated every epoch)."""
+        return any(len(self._diffs(group, c, 5)) > 0 for c in self.conditions(group.num_layers))
 
     def _diffs(self, group: Group, condition: Kept, epoch: int) -> pd.Series:
         """s(epoch) − s(3) of each run of ``condition``, by seed."""
@@ -1068,14 +1069,16 @@ class EpochGain:
         cells = {(c, e): self._diffs(group, c, e) for c in conditions for e in epochs}
         missing = [f"{c.describe(group.num_layers)} with the dev score after epochs 3 and "
                    f"{e} ({len(d)} runs)" for (c, e), d in cells.items() if len(d) < n_min]
+        study = f"--variants epochs --epoch-sizes {group.examples:.0f}"
         if missing:
-            return lacking(missing, "variants", f" at {group}")
+            return dataclasses.replace(lacking(missing, "variants", f" at {group}"),
+                                       sizes_flag=study)
         note = "; epoch 3 is the long runs' own, under their learning-rate schedule"
         if scarce:  # (b): pooled over k, paired by seed where every k has the seeds
             interval = mean_of_cells(list(cells.values()), n_min)
             rule = Rule("threshold", 0.0, "against-abs").at(group.metric)
             return Finding(rule.decide(interval), interval, rule=rule, family="variants",
-                           reason=f"(b) mean over k of s(5) - s(3){note}")
+                           reason=f"(b) mean over k of s(5) - s(3){note}", sizes_flag=study)
         level = bonferroni_level(len(cells))
         found = {key: paired_contrast(d.to_numpy()[:, None], [1.0], level)
                  for key, d in cells.items()}
@@ -1089,7 +1092,7 @@ class EpochGain:
             f"{k.describe(group.num_layers)} epoch {n}" for k, n in gains)) if gains else (
             f"largest |s(e) - s(3)|: {c.describe(group.num_layers)} epoch {e}")
         return Finding(verdict, shown, rule=Rule("equivalence", delta.value),
-                       family="variants",
+                       family="variants", sizes_flag=study,
                        reason=f"(a) s(10) - s(3) and s(5) - s(3) for each k, Bonferroni over "
                               f"{len(cells)}: {what}{note}")
 

@@ -73,3 +73,25 @@ def test_the_command_reads_the_epoch_similarity_and_pairs_tables(tmp_path, capsy
     assert rows["000-C14", "sst2"]["verdict"] == "supported"
     assert rows["002-C5", "sst2"]["verdict"] == "supported"
     assert "Traceback" not in capsys.readouterr().out
+
+
+def test_the_command_of_an_undecided_verdict_adds_runs_to_its_own_group(
+        tmp_path, capsys, glue_dir, no_ray):
+    """A store trained at lr 5e-5 for 5 epochs: the command a verdict prints trains new
+    seeds of that group, not of the defaults' (its dry run finds the stored trials)."""
+    import shlex
+
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.7, 6: 0.9}, seeds=2, lr=5e-5,
+                      epochs=5)
+    out = tmp_path / "v.json"
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-C1",
+                     "--json", str(out)]) == 0
+    [row] = [r for r in json.loads(out.read_text()) if r["task"] == "sst2"]
+    assert row["verdict"] == "not enough data"
+    command = shlex.split(row["command"])
+    assert command[command.index("--lr") + 1] == "5e-05"
+    assert command[command.index("--epochs") + 1] == "5"
+    capsys.readouterr()
+    assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
+    assert "trials already in" in capsys.readouterr().out
