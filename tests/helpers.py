@@ -4,7 +4,9 @@ run in-process, and Ray clusters of several nodes on loopback. Fixtures are in `
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
+import math
 import os
 import shutil
 import signal
@@ -531,3 +533,74 @@ def paired_t(per_seed):
 
     low, high = DescrStatsW(per_seed).tconfint_mean(0.05)
     return per_seed.mean(), low, high
+
+
+# -- planted epoch, distance and pair tables (003-C19, 000-C14, 002-C5/C7) ------------------
+def plant_epochs_study(tmp_path, size: int, gain5: float, gain10: float, noise: float,
+                  seeds: int = 5):
+    """variants' epochs study on SST-2: 10-epoch runs for k = 0, 3, 6 with the dev score
+    flat at epochs 1-3, then + gain5 from epoch 5 on and + gain10 at epoch 10; returns
+    the planted per-seed differences d[(k, e)] = s(e) - s(3)."""
+    rng = np.random.default_rng(21)
+    synth = SyntheticStore(tmp_path)
+    planted = {}
+    for seed in range(seeds):
+        for k, base in ((0, 0.6), (3, 0.75), (6, 0.85)):
+            s = [base + rng.normal(0, 0.001) for _ in range(10)]
+            s[4:] = [v + gain5 + rng.normal(0, noise) for v in s[4:]]
+            s[9] += gain10 - gain5 + rng.normal(0, noise)
+            synth.add("variants", "sst2", s[-1], seed=seed, train_size=size, epochs=10,
+                      epoch_scores=s, reinit_layers=range(k, 6))
+            for e in (5, 10):
+                planted.setdefault((k, e), []).append(s[e - 1] - s[2])
+    return {key: np.array(v) for key, v in planted.items()}
+
+
+def plant_distances(tmp_path, *, shift: float, noise: float, seeds: int = 6):
+    """000-distance runs of SST-2 at 500 and 5,000 examples: d_l = (1 + 0.3 l) x (1 + shift)
+    at the larger size, with multiplicative noise; returns d[size][seed][l]."""
+    rng = np.random.default_rng(11)
+    synth = SyntheticStore(tmp_path)
+    planted = {}
+    for size, factor in ((500, 1.0), (5000, 1.0 + shift)):
+        for seed in range(seeds):
+            tid = synth.add("000-distance", "sst2", 0.9, seed=seed, train_size=size)
+            d = [(1 + 0.3 * layer) * factor * math.exp(rng.normal(0, noise))
+                 for layer in range(1, 7)]
+            planted.setdefault(size, []).append(d)
+            store.write_similarity(tmp_path, tid, [
+                {"trial_id": tid, "layer": layer, "w_output_spectral_pretrained": d[layer - 1]}
+                for layer in range(1, 7)])
+    return planted
+
+
+def plant_pairs(root, curves: dict, seeds: int = 4, task_curves: dict | None = None):
+    """002-dynamics trials of each task of ``curves`` (task -> JS per layer 1..6 of a seed
+    pair), their seed pairs, and, with ``task_curves`` ((a, b) -> (JS, SVCCA) per layer),
+    the pairs of two tasks at each seed. Returns the planted curves per pair kind."""
+    rng = np.random.default_rng(4)
+    synth = SyntheticStore(root)
+    ids = {(t, s): synth.add("002-dynamics", t, 0.8, seed=s, train_size=2000)
+           for t in curves for s in range(seeds)}
+    planted = {}
+
+    def write(kind, a, b, js, svcca):
+        rows = [{"kind": kind, "experiment": "002-dynamics", "trial_a": ids[a],
+                 "trial_b": ids[b], "task_a": a[0], "task_b": b[0], "seed_a": a[1],
+                 "seed_b": b[1], "layer": layer, "attention_js": js[layer - 1] if layer else None,
+                 "svcca_distance": svcca[layer - 1] if layer else 0.1} for layer in range(7)]
+        store.write_pairs(root, f"{kind}-{ids[a]}-{ids[b]}", rows)
+
+    for task, js in curves.items():
+        for s1, s2 in itertools.combinations(range(seeds), 2):
+            noisy = np.array(js) * np.exp(rng.normal(0, 0.05, 6))
+            svcca = 0.2 + 0.02 * np.arange(6) + rng.normal(0, 0.005, 6)
+            write("seeds", (task, s1), (task, s2), noisy, svcca)
+            planted.setdefault(("seeds", task), []).append((noisy, svcca))
+    for (a, b), (js, svcca) in (task_curves or {}).items():
+        for s in range(seeds):
+            noisy = np.array(js) * np.exp(rng.normal(0, 0.05, 6))
+            write("tasks", (a, s), (b, s), noisy, np.array(svcca))
+            planted.setdefault(("tasks", tuple(sorted((a, b)))), []).append(
+                (noisy, np.array(svcca)))
+    return planted

@@ -6,7 +6,14 @@ import json
 from pathlib import Path
 
 from reinit_tune import cli
-from tests.helpers import REPO, SyntheticStore, plant_progressive
+from tests.helpers import (
+    REPO,
+    SyntheticStore,
+    plant_distances,
+    plant_epochs_study,
+    plant_pairs,
+    plant_progressive,
+)
 
 KEYS = {"claim", "verdict", "task", "train_size", "model", "differs", "estimate", "ci_low",
         "ci_high", "n_min", "published", "reason", "seeds_needed"}
@@ -57,14 +64,11 @@ def test_an_old_store_gets_verdicts_without_a_traceback(capsys):
 def test_the_command_reads_the_epoch_similarity_and_pairs_tables(tmp_path, capsys):
     """003-C19 (epoch table), 000-C14 (similarity table) and 002-C5 (pairs table) decided
     through the command on one store that has all three."""
-    from tests.verdicts.test_catalog import _epochs_study
-    from tests.verdicts.test_engine import _distance_store
-    from tests.verdicts.test_pairs import LATE, _plant
-
     root = tmp_path / "r"
-    _epochs_study(root, 500, 0.04, 0.04, 0.005)
-    _distance_store(root, shift=0.5, noise=0.05)
-    _plant(root, {"sst2": LATE, "mnli": LATE})
+    plant_epochs_study(root, 500, 0.04, 0.04, 0.005)
+    plant_distances(root, shift=0.5, noise=0.05)
+    late = [0.01, 0.01, 0.011, 0.012, 0.05, 0.06]
+    plant_pairs(root, {"sst2": late, "mnli": late})
     out = tmp_path / "v.json"
     assert cli.main(["verdicts", "--results", str(root), "--claims", "003-C19", "000-C14",
                      "002-C5", "--json", str(out)]) == 0

@@ -15,6 +15,7 @@ from tests.helpers import (
     SyntheticStore,
     one,
     paired_t,
+    plant_epochs_study,
     plant_localized,
     plant_progressive,
     verdicts,
@@ -417,26 +418,6 @@ def test_002_c4(tmp_path, low, want):
 
 
 # -- 003-C19: training past three epochs (the epochs study) ---------------------------------
-def _epochs_study(tmp_path, size: int, gain5: float, gain10: float, noise: float,
-                  seeds: int = 5):
-    """variants' epochs study on SST-2: 10-epoch runs for k = 0, 3, 6 with the dev score
-    flat at epochs 1-3, then + gain5 from epoch 5 on and + gain10 at epoch 10; returns
-    the planted per-seed differences d[(k, e)] = s(e) - s(3)."""
-    rng = np.random.default_rng(21)
-    synth = SyntheticStore(tmp_path)
-    planted = {}
-    for seed in range(seeds):
-        for k, base in ((0, 0.6), (3, 0.75), (6, 0.85)):
-            s = [base + rng.normal(0, 0.001) for _ in range(10)]
-            s[4:] = [v + gain5 + rng.normal(0, noise) for v in s[4:]]
-            s[9] += gain10 - gain5 + rng.normal(0, noise)
-            synth.add("variants", "sst2", s[-1], seed=seed, train_size=size, epochs=10,
-                      epoch_scores=s, reinit_layers=range(k, 6))
-            for e in (5, 10):
-                planted.setdefault((k, e), []).append(s[e - 1] - s[2])
-    return {key: np.array(v) for key, v in planted.items()}
-
-
 def epoch_verdict(tmp_path):
     return one(evaluate(store.load_trials(tmp_path), [BY_ID["003-C19"]],
                         epochs=store.load_epochs(tmp_path)), "sst2")
@@ -446,7 +427,7 @@ def epoch_verdict(tmp_path):
     (0.0, 0.0, 0.001, "supported"), (0.01, 0.05, 0.002, "contradicted"),
     (0.0, 0.0, 0.02, "inconclusive")])
 def test_003_c19_a_no_gain_past_three_epochs_at_5k(tmp_path, gain5, gain10, noise, want):
-    planted = _epochs_study(tmp_path, 5000, gain5, gain10, noise)
+    planted = plant_epochs_study(tmp_path, 5000, gain5, gain10, noise)
     row = epoch_verdict(tmp_path)
     assert row.verdict == want and "(a)" in row.reason and "epoch 3 is the long" in row.reason
     # the cell shown is the largest |difference|, its interval at Bonferroni's 1 - 0.05/6
@@ -460,7 +441,7 @@ def test_003_c19_a_no_gain_past_three_epochs_at_5k(tmp_path, gain5, gain10, nois
                                              (0.0, 0.001, "contradicted"),
                                              (0.01, 0.05, "inconclusive")])
 def test_003_c19_b_several_points_at_500_after_five_epochs(tmp_path, gain5, noise, want):
-    planted = _epochs_study(tmp_path, 500, gain5, gain5, noise)
+    planted = plant_epochs_study(tmp_path, 500, gain5, gain5, noise)
     row = epoch_verdict(tmp_path)
     assert row.verdict == want and "(b)" in row.reason
     per_seed = np.mean([planted[k, 5] for k in (0, 3, 6)], axis=0)
@@ -468,7 +449,7 @@ def test_003_c19_b_several_points_at_500_after_five_epochs(tmp_path, gain5, nois
 
 
 def test_003_c19_without_epoch_rows_or_seeds(tmp_path):
-    _epochs_study(tmp_path, 5000, 0.0, 0.0, 0.001, seeds=2)
+    plant_epochs_study(tmp_path, 5000, 0.0, 0.0, 0.001, seeds=2)
     row = epoch_verdict(tmp_path)
     assert row.verdict == NED and "after epochs 3 and 10 (2 runs)" in row.reason
     assert row.command.startswith("reinit-tune sweep variants")

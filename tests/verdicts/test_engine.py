@@ -19,6 +19,7 @@ from tests.helpers import (
     SyntheticStore,
     one,
     paired_t,
+    plant_distances,
     plant_localized,
     plant_permutations,
     plant_progressive,
@@ -367,24 +368,6 @@ def test_003_c14_and_c15_short_of_permutations(tmp_path):
 
 
 # -- 000-C14: weights change more with more data ------------------------------------------
-def _distance_store(tmp_path, *, shift: float, noise: float, seeds: int = 6):
-    """000-distance runs of SST-2 at 500 and 5,000 examples: d_l = (1 + 0.3 l) x (1 + shift)
-    at the larger size, with multiplicative noise; returns d[size][seed][l]."""
-    rng = np.random.default_rng(11)
-    synth = SyntheticStore(tmp_path)
-    planted = {}
-    for size, factor in ((500, 1.0), (5000, 1.0 + shift)):
-        for seed in range(seeds):
-            tid = synth.add("000-distance", "sst2", 0.9, seed=seed, train_size=size)
-            d = [(1 + 0.3 * layer) * factor * math.exp(rng.normal(0, noise))
-                 for layer in range(1, 7)]
-            planted.setdefault(size, []).append(d)
-            store.write_similarity(tmp_path, tid, [
-                {"trial_id": tid, "layer": layer, "w_output_spectral_pretrained": d[layer - 1]}
-                for layer in range(1, 7)])
-    return planted
-
-
 def _log_shift(planted) -> float:
     small, large = (np.mean(planted[n], axis=0) for n in (500, 5000))
     return float(np.mean(np.log(large / small)))
@@ -394,7 +377,7 @@ def _log_shift(planted) -> float:
                                               (-0.3, 0.05, "contradicted"),
                                               (0.02, 1.0, "inconclusive")])
 def test_000_c14_weights_change_more_with_more_data(tmp_path, shift, noise, want):
-    planted = _distance_store(tmp_path, shift=shift, noise=noise)
+    planted = plant_distances(tmp_path, shift=shift, noise=noise)
     row = one(similarity_verdicts(tmp_path, "000-C14"), "sst2")
     assert row.verdict == want
     assert row.estimate == pytest.approx(_log_shift(planted))
@@ -415,7 +398,7 @@ def test_000_c14_weights_change_more_with_more_data(tmp_path, shift, noise, want
 
 
 def test_000_c14_short_of_seeds_at_one_size(tmp_path):
-    _distance_store(tmp_path, shift=0.5, noise=0.05, seeds=2)
+    plant_distances(tmp_path, shift=0.5, noise=0.05, seeds=2)
     row = one(similarity_verdicts(tmp_path, "000-C14"), "sst2")
     assert row.verdict == NED and "per-layer weight distances (2 runs)" in row.reason
     assert row.command.startswith("reinit-tune sweep 000-distance")

@@ -4,47 +4,13 @@ the planted curves, and what is missing when pairs are too few."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
 from reinit_tune import store
 from reinit_tune.verdicts import BY_ID, evaluate
 from reinit_tune.verdicts.pairs import change_point
-from tests.helpers import NED, SyntheticStore, one
-
-
-def _plant(root, curves: dict, seeds: int = 4, task_curves: dict | None = None):
-    """002-dynamics trials of each task of ``curves`` (task -> JS per layer 1..6 of a seed
-    pair), their seed pairs, and, with ``task_curves`` ((a, b) -> (JS, SVCCA) per layer),
-    the pairs of two tasks at each seed. Returns the planted curves per pair kind."""
-    rng = np.random.default_rng(4)
-    synth = SyntheticStore(root)
-    ids = {(t, s): synth.add("002-dynamics", t, 0.8, seed=s, train_size=2000)
-           for t in curves for s in range(seeds)}
-    planted = {}
-
-    def write(kind, a, b, js, svcca):
-        rows = [{"kind": kind, "experiment": "002-dynamics", "trial_a": ids[a],
-                 "trial_b": ids[b], "task_a": a[0], "task_b": b[0], "seed_a": a[1],
-                 "seed_b": b[1], "layer": layer, "attention_js": js[layer - 1] if layer else None,
-                 "svcca_distance": svcca[layer - 1] if layer else 0.1} for layer in range(7)]
-        store.write_pairs(root, f"{kind}-{ids[a]}-{ids[b]}", rows)
-
-    for task, js in curves.items():
-        for s1, s2 in itertools.combinations(range(seeds), 2):
-            noisy = np.array(js) * np.exp(rng.normal(0, 0.05, 6))
-            svcca = 0.2 + 0.02 * np.arange(6) + rng.normal(0, 0.005, 6)
-            write("seeds", (task, s1), (task, s2), noisy, svcca)
-            planted.setdefault(("seeds", task), []).append((noisy, svcca))
-    for (a, b), (js, svcca) in (task_curves or {}).items():
-        for s in range(seeds):
-            noisy = np.array(js) * np.exp(rng.normal(0, 0.05, 6))
-            write("tasks", (a, s), (b, s), noisy, np.array(svcca))
-            planted.setdefault(("tasks", tuple(sorted((a, b)))), []).append(
-                (noisy, np.array(svcca)))
-    return planted
+from tests.helpers import NED, SyntheticStore, one, plant_pairs
 
 
 def pair_verdicts(root, claim):
@@ -57,7 +23,7 @@ EARLY = [0.01, 0.012, 0.04, 0.05, 0.06, 0.07]  # diverges from layer 3 of 6
 
 @pytest.mark.parametrize("curve,want", [(LATE, "supported"), (LATE[::-1], "contradicted")])
 def test_002_c5_a_seeds_diverge_only_at_the_top(tmp_path, curve, want):
-    planted = _plant(tmp_path, {"sst2": curve, "mnli": curve})
+    planted = plant_pairs(tmp_path, {"sst2": curve, "mnli": curve})
     rows = pair_verdicts(tmp_path, "002-C5")
     row = one(rows, "sst2")
     assert row.verdict == want and "(a)" in row.reason and "6 seed pairs" in row.reason
@@ -67,7 +33,7 @@ def test_002_c5_a_seeds_diverge_only_at_the_top(tmp_path, curve, want):
 
 
 def test_002_c5_b_mrpc_diverges_earlier(tmp_path):
-    planted = _plant(tmp_path, {"sst2": LATE, "mnli": LATE, "mrpc": EARLY})
+    planted = plant_pairs(tmp_path, {"sst2": LATE, "mnli": LATE, "mrpc": EARLY})
     row = one(pair_verdicts(tmp_path, "002-C5"), "mrpc / mnli / sst2")
     assert row.verdict == "supported" and "(b)" in row.reason
 
@@ -79,7 +45,7 @@ def test_002_c5_b_mrpc_diverges_earlier(tmp_path):
 
 
 def test_002_c5_short_of_pairs_and_without_any(tmp_path):
-    _plant(tmp_path, {"sst2": LATE}, seeds=2)
+    plant_pairs(tmp_path, {"sst2": LATE}, seeds=2)
     row = one(pair_verdicts(tmp_path, "002-C5"), "sst2")
     assert row.verdict == NED and "3 seed pairs of sst2 (1 stored)" in row.reason
     assert "reinit-tune consistency" in row.reason
@@ -99,7 +65,7 @@ def test_002_c7_low_layers_agree_across_tasks_and_upper_ones_order(tmp_path, low
     task_curves = {pair: ([low * 0.01, low * 0.01, 0.02, 0.03, late, late],
                           [low * 0.2, low * 0.22, 0.3, 0.4, 0.5, 0.6])
                    for pair, late in TASKS.items()}
-    planted = _plant(tmp_path, dict.fromkeys(("mnli", "rte", "mrpc", "sst2"), seed_js),
+    planted = plant_pairs(tmp_path, dict.fromkeys(("mnli", "rte", "mrpc", "sst2"), seed_js),
                      seeds=3, task_curves=task_curves)
     rows = pair_verdicts(tmp_path, "002-C7")
     row = one(rows, "mnli / rte")
