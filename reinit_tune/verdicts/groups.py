@@ -85,7 +85,8 @@ class Group:
         return self._cells[condition, value]
 
     def _cell(self, condition: Condition, value: str) -> pd.Series:
-        if not any(value in values for _, values in self.surgeries.values()):
+        # every surgery of a store holds the same values: one tells whether any run has it
+        if not self.surgeries or value not in next(iter(self.surgeries.values()))[1]:
             return EMPTY
         if isinstance(condition, Permuted):
             orders = {",".join(map(str, key[1])): float(np.nanmean(values[value]))

@@ -15,6 +15,7 @@ claims.md asks, understates the spread a little; the verdicts say they resample 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,7 @@ from scipy import stats
 from reinit_tune.inference import Interval, Verdict, conjunction, holm_rejects
 from reinit_tune.verdicts.conditions import Condition, Kept
 from reinit_tune.verdicts.groups import Group
-from reinit_tune.verdicts.rule import Finding, Rule
+from reinit_tune.verdicts.rule import Finding, Rule, lacking
 
 # what the verdicts read of the pairs table
 PAIR_COLUMNS = ("pair_id", "kind", "experiment", "trial_a", "task_a", "task_b", "layer",
@@ -122,14 +123,13 @@ def change_point(curves: np.ndarray) -> np.ndarray:
 
 def _labelled(group: Group, tasks: list[str]) -> Group:
     """``group`` named after several tasks (a verdict across them: no task's own row)."""
-    return Group(" / ".join(tasks), group.size, group.examples, group.setting, group.model,
-                 group.num_layers, group.metric, group.differs, {})
+    return dataclasses.replace(group, task=" / ".join(tasks))
 
 
-def _short(pair_set: PairSet | None, what: str, family: str = "002-dynamics") -> Finding:
-    return Finding(Verdict.NOT_ENOUGH_DATA, missing=(what,), family=family,
-                   reason=f"missing: {what} (002-dynamics with --save-model, then "
-                          "`reinit-tune consistency`)")
+def _short(what: str) -> Finding:
+    """Too few pairs: ``what`` is missing, and how the pairs are made."""
+    return lacking((what,), "002-dynamics",
+                   " (002-dynamics with --save-model, then `reinit-tune consistency`)")
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ class SeedDivergence:
 
     def _shape(self, s: PairSet, n_min: int) -> Finding:
         if s.pairs < n_min:
-            return _short(s, f"{n_min} seed pairs of {s.tasks[0]} ({s.pairs} stored)")
+            return _short(f"{n_min} seed pairs of {s.tasks[0]} ({s.pairs} stored)")
         late = _late(s.group.num_layers)
         rng = np.random.default_rng(0)
         means = _resampled(s.js, rng)
@@ -184,7 +184,7 @@ class SeedDivergence:
         short = [s for s in (early, *others) if s.pairs < n_min]
         label = _labelled(early.group, [self.early, *(o.tasks[0] for o in others)])
         if short:
-            return (label, _short(short[0], f"{n_min} seed pairs of {short[0].tasks[0]} "
+            return (label, _short(f"{n_min} seed pairs of {short[0].tasks[0]} "
                                             f"({short[0].pairs} stored)"), None)
         rng = np.random.default_rng(1)
         cp_early = change_point(_resampled(early.js, rng))
@@ -227,12 +227,11 @@ class TaskDivergence:
         found = []
         for s in task_sets:
             base = [seeds.get((s.protocol, t)) for t in s.tasks]
-            other = Group(s.tasks[1], s.group.size, s.group.examples, "", s.group.model,
-                          s.group.num_layers, s.group.metric, s.group.differs, {})
+            other = dataclasses.replace(s.group, task=s.tasks[1])
             if any(b is None or b.pairs < 2 for b in base) or s.pairs < n_min:
                 need = (f"seed pairs of {' and '.join(s.tasks)} and {n_min} pairs of the two "
                         f"tasks ({s.pairs} stored)")
-                found.append((s.group, _short(s, need), other))
+                found.append((s.group, _short(need), other))
                 continue
             found.append((s.group, self._low(s, base), other))
         by_protocol: dict[tuple, dict[tuple[str, str], PairSet]] = {}
@@ -269,7 +268,7 @@ class TaskDivergence:
         first = sets[0]
         label = _labelled(first.group, sorted({t for s in sets for t in s.tasks}))
         if any(s.pairs < n_min for s in sets):
-            return label, _short(first, f"{n_min} pairs of each of RTE-MNLI, MRPC-RTE "
+            return label, _short(f"{n_min} pairs of each of RTE-MNLI, MRPC-RTE "
                                               "and MRPC-SST-2"), None
         late = _late(first.group.num_layers)
         rng = np.random.default_rng(3)

@@ -36,7 +36,7 @@ from reinit_tune.inference import (
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Probe
 from reinit_tune.verdicts.depth import block_name, blocks, map_layer
 from reinit_tune.verdicts.groups import Group
-from reinit_tune.verdicts.rule import Finding, Rule, lacking
+from reinit_tune.verdicts.rule import Finding, Rule, delta_abs, lacking
 from reinit_tune.verdicts.statistics import (
     BOOT_RESAMPLES,
     Contrast,
@@ -217,7 +217,7 @@ class ProbedBlock:
         missing = tuple(m for _, f in found for m in f.missing)
         if missing:
             return lacking(missing, "localized", f" at {finetune}")
-        margin = Rule("equivalence", margin="abs").at(finetune.metric).value
+        margin = delta_abs(finetune.metric)
         stable = wins >= self.stable or lead > margin
         verdict = conjunction([f.verdict for _, f in found])
         if not stable and verdict is not Verdict.NOT_ENOUGH_DATA:

@@ -19,6 +19,11 @@ from reinit_tune.inference import (
 LOOSE_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_spearman_mean"})
 
 
+def delta_abs(metric: str) -> float:
+    """claims.md §0.5's δ_abs: 0.02 on a correlation-like scale, 0.01 for accuracy, F1, EM."""
+    return 0.02 if metric in LOOSE_METRICS else 0.01
+
+
 @dataclass(frozen=True)
 class Rule:
     """How an interval decides (claims.md §0.5): ``directional`` (θ > 0, or < 0 with
@@ -34,7 +39,7 @@ class Rule:
     def at(self, metric: str) -> Rule:
         """This rule with a metric-dependent margin resolved: δ_abs = 0.01 for accuracy,
         F1 and EM, 0.02 for MCC and correlations."""
-        delta = 0.02 if metric in LOOSE_METRICS else 0.01
+        delta = delta_abs(metric)
         if self.margin == "abs":
             return Rule(self.kind, delta, None, self.against)
         if self.margin == "against-abs":

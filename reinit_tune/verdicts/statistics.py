@@ -41,8 +41,10 @@ from reinit_tune.inference import (
 from reinit_tune.inference.bootstrap import Group as BootGroup
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Layer, Permuted
 from reinit_tune.verdicts.depth import blocks, map_layer
+from reinit_tune.verdicts.epochs import EPOCH_SCORE
 from reinit_tune.verdicts.groups import Group
-from reinit_tune.verdicts.rule import Finding, Rule, lacking
+from reinit_tune.verdicts.layers import LAYER_DISTANCE
+from reinit_tune.verdicts.rule import Finding, Rule, delta_abs, lacking
 
 Terms = Sequence[tuple[Condition, float]]
 
@@ -407,7 +409,7 @@ class AtChance:
             return Finding(Verdict.NOT_ENOUGH_DATA, missing=("the dev majority-class score",),
                            family="progressive",
                            reason="the runs recorded no majority-class score (chance)")
-        delta = self.margin or Rule("equivalence", margin="abs").at(group.metric).value
+        delta = self.margin or delta_abs(group.metric)
         level = bonferroni_level(len(cells))
         intervals = {k: unpaired_contrast([c.to_numpy() - group.chance], [1.0], level)
                      for k, c in cells.items()}
@@ -719,7 +721,7 @@ class UnevenSteps:
             return lacking(missing, "progressive", f" at {group}")
         matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
         steps = np.diff(matrix, axis=1)  # per seed, one column per step k -> k+1
-        delta = Rule("equivalence", margin="abs").at(group.metric).value
+        delta = delta_abs(group.metric)
         down = [float(stats.ttest_1samp(d, 0.0, alternative="less").pvalue) for d in steps.T]
         intervals = [unpaired_contrast([d], [1.0]) for d in steps.T]
         if any(holm_rejects(down)):
@@ -983,7 +985,7 @@ class LayerShift:
     inside each size, jointly over its layers (one trial measures every layer). > 0: the
     weights change more with more data."""
 
-    value: str = "w_output_l{}"
+    value: str = LAYER_DISTANCE
     family: str = "000-distance"
     rule: Rule = Rule()
     condition: Kept = Kept("F")
@@ -1043,7 +1045,7 @@ class EpochGain:
       Bonferroni over the cells; supported if every interval lies inside ±δ_abs,
       contradicted if one lies above δ_abs (a real gain)."""
 
-    value: str = "score_e{}"
+    value: str = EPOCH_SCORE
     scarce: float = 1_000
     scope = "group"
 
@@ -1062,7 +1064,7 @@ class EpochGain:
         return later[seeds] - third[seeds]
 
     def evaluate(self, group: Group, n_min: int) -> Finding:
-        delta = Rule(margin="abs").at(group.metric)
+        delta = delta_abs(group.metric)
         scarce = group.examples <= self.scarce
         epochs = (5,) if scarce else (10, 5)
         conditions = self.conditions(group.num_layers)
@@ -1082,16 +1084,16 @@ class EpochGain:
         level = bonferroni_level(len(cells))
         found = {key: paired_contrast(d.to_numpy()[:, None], [1.0], level)
                  for key, d in cells.items()}
-        gains = [key for key, i in found.items() if i.defined and i.low > delta.value]
-        inside = all(i.defined and -delta.value <= i.low and i.high <= delta.value
+        gains = [key for key, i in found.items() if i.defined and i.low > delta]
+        inside = all(i.defined and -delta <= i.low and i.high <= delta
                      for i in found.values())
         verdict = (Verdict.CONTRADICTED if gains else
                    Verdict.SUPPORTED if inside else Verdict.INCONCLUSIVE)
         (c, e), shown = max(found.items(), key=lambda kv: abs(kv[1].estimate))
-        what = (f"a gain above {delta.value:g} at " + ", ".join(
+        what = (f"a gain above {delta:g} at " + ", ".join(
             f"{k.describe(group.num_layers)} epoch {n}" for k, n in gains)) if gains else (
             f"largest |s(e) - s(3)|: {c.describe(group.num_layers)} epoch {e}")
-        return Finding(verdict, shown, rule=Rule("equivalence", delta.value),
+        return Finding(verdict, shown, rule=Rule("equivalence", delta),
                        family="variants", sizes_flag=study,
                        reason=f"(a) s(10) - s(3) and s(5) - s(3) for each k, Bonferroni over "
                               f"{len(cells)}: {what}{note}")

@@ -185,4 +185,3 @@ def test_a_bf16_pack_evaluates_under_autocast_as_the_loop_does(members, split, m
         evaluation = {on for is_train, on in seen if not is_train}
         training = {on for is_train, on in seen if is_train}
         assert evaluation == training == {precision == "bf16"}, precision
-
