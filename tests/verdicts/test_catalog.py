@@ -453,6 +453,8 @@ def test_003_c19_without_epoch_rows_or_seeds(tmp_path):
     row = epoch_verdict(tmp_path)
     assert row.verdict == NED and "after epochs 3 and 10 (2 runs)" in row.reason
     assert row.command.startswith("reinit-tune sweep variants")
+    # the epochs study at this size, not the lr/LayerNorm curves at --sizes
+    assert "--variants epochs --epoch-sizes 5000 " in row.command and "--sizes" not in row.command
     # 3-epoch progressive runs are no epochs study: the claim has nothing of its own
     other = tmp_path / "other"
     plant_progressive(SyntheticStore(other), "sst2", 5000, {0: 0.5, 3: 0.7, 6: 0.9})
