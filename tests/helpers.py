@@ -216,11 +216,13 @@ def _node_count(address: str) -> int:
 
 
 @contextlib.contextmanager
-def ray_cluster(workers: int = 1, timeout: float = 120) -> Iterator[RayNodes]:
+def ray_cluster(workers: int = 1, timeout: float = 120,
+                worker_gpus: int = 0) -> Iterator[RayNodes]:
     """A head plus ``workers`` worker nodes, each its own ``ray start`` on loopback with one
     CPU and a resource of its own (``NODE_RESOURCES``: ``rt_head``, ``rt_worker``,
     ``rt_worker2``...); workers start one after another, each once the previous one has
-    joined (two joining at once can stall one of them)."""
+    joined (two joining at once can stall one of them). ``worker_gpus``: the GPUs each worker
+    declares (as a ``ray up`` GPU worker does; none need exist)."""
     temp = Path(tempfile.mkdtemp(prefix="rt-ray-", dir="/tmp"))  # short: socket path limit
     env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
     env.pop("RAY_ADDRESS", None)
@@ -249,7 +251,8 @@ def ray_cluster(workers: int = 1, timeout: float = 120) -> Iterator[RayNodes]:
         for i in range(workers):
             resource = NODE_RESOURCES[1] + (str(i + 1) if i else "")
             started.append(start(["--address", address,
-                                  *_node_flags(resource, node_ports(i + 1))],
+                                  *_node_flags(resource, node_ports(i + 1)),
+                                  "--num-gpus", str(worker_gpus)],
                                  temp / f"worker{i + 1}.log"))
             # every worker joins before the test goes on (a sweep started before its
             # worker joined can run every trial on the head)

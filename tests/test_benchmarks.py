@@ -224,3 +224,23 @@ def test_gpu_checks_smoke_runs_every_check_on_cpu(capsys, tmp_path, glue_dir):
     for row in sweeps:
         trials[row[0]] = trials.get(row[0], 0) + int(row[3])
     assert trials == {"1": 2, "0.5": 8}
+
+
+def test_gpu_suite_smoke_runs_every_stage_through_the_real_commands(tmp_path, glue_dir):
+    """The GPU suite's stages on the CPU: the GPU tests (skipped), the default command (CPU
+    trials here), the same trials five ways with MFU and memory, and the pack-aware dry run
+    of the sub-grid set against the default command's measured time."""
+    from benchmarks import gpu_suite
+
+    out = tmp_path / "suite.md"
+    assert gpu_suite.main(["--smoke", "--data-dir", str(glue_dir), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "# GPU suite on no CUDA device (CPU)" in text
+    assert "## 2. the default command (exit 0" in text and "CPU trials: no GPU in" in text
+    assert "rows: 4 (4 ok); devices: cpu" in text
+    for way in ("one per GPU", "fractional x2", "pack by surgery", "pack by seed",
+                "full pack", "synthetic", "sst2"):
+        assert way in text, way
+    assert re.search(r"stage 2's sub-grid \(exit 0, \d+ s\): estimated cost: [\d.]+ "
+                     r"device-hours for 4 trials", text), text[-2000:]
+    assert "x the sweep wall" in text

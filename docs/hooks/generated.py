@@ -55,8 +55,10 @@ def _section(name: str, parser: argparse.ArgumentParser, level: int,
         lines += ["| flag | default | what it does |", "|---|---|---|"]
         for action in flags:
             names = ", ".join(f"`{s}`" for s in action.option_strings) or f"`{action.dest}`"
+            # argparse %-formats help: "%(default)s" and "%%" (a literal %) read as it shows
             helptext = (action.help or "") % {"default": _default(action)} \
-                if action.help and "%(" in action.help else (action.help or "")
+                if action.help and "%(" in action.help else (action.help or "").replace("%%",
+                                                                                    "%")
             choices = list(map(str, action.choices or []))
             if choices and not isinstance(action.choices, dict) and not all(
                     c in helptext for c in choices):

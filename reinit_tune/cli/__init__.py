@@ -20,6 +20,7 @@ Ctrl+C, 143 SIGTERM, 129 SIGHUP; the summary is printed). Neither ``--help`` nor
 from __future__ import annotations
 
 import argparse
+import sys
 
 from reinit_tune.cli import compare, consistency, listing, report, store, sweep, verdicts
 from reinit_tune.cli.formatting import Help, Parser, positive_int
@@ -33,6 +34,7 @@ from reinit_tune.cli.sweep import (
     sweep_main,
     sweep_parser,
 )
+from reinit_tune.errors import InputError
 
 __all__ = ["DEFAULT_MODEL", "add_sweep_flags", "configs_of", "family_table", "grid_of", "main",
            "parser", "positive_int", "run_options", "run_sweep_command", "sweep_main",
@@ -55,4 +57,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    return COMMANDS[args.command].command(args)
+    try:
+        return COMMANDS[args.command].command(args)
+    except InputError as e:  # bad input a command found before it did anything: one line
+        print(f"error: {e}", file=sys.stderr)
+        return 2

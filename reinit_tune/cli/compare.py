@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help, positive_int, task_arg
+from reinit_tune.cli.formatting import Help, output_folder, positive_int, task_arg
 from reinit_tune.errors import InputError
 from reinit_tune.tasks import TASKS
 
@@ -43,6 +43,13 @@ def command(args: argparse.Namespace) -> int:
     from reinit_tune.analysis.similarity import plot_pair
     from reinit_tune.similarity.compare import compare
 
+    for name, model in (("model_a", args.model_a), ("model_b", args.model_b)):
+        path = Path(model).expanduser()
+        if path.exists() and not (path / "config.json").is_file():
+            raise InputError(f"{name} {model}: not a saved model (a folder with config.json, "
+                             "as --save-model writes to RESULTS/models/<trial_id>/) nor a "
+                             "model name")
+    output_folder("--out", args.out)
     try:
         rows = compare(args.model_a, args.model_b, args.tasks, examples=args.examples,
                        max_seq_length=args.max_seq_length, data_dir=args.data_dir,

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from reinit_tune.errors import InputError
@@ -26,6 +28,50 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
+
+
+def _nearest_folder(path: Path) -> Path:
+    """``path`` itself or its nearest existing ancestor."""
+    path = path.expanduser().absolute()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def output_file(flag: str, path: str) -> Path:
+    """``path`` as a file a command will write (``flag`` names it in the error): an
+    ``InputError`` now, before any work, where it is a folder or its folder does not exist
+    or cannot be written."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise InputError(f"{flag} {path}: is a folder; give a file name, e.g. "
+                         f"{target / 'verdicts.json'}")
+    folder = target.absolute().parent
+    if not folder.is_dir():
+        raise InputError(f"{flag} {path}: the folder {folder} does not exist; create it or "
+                         "give a path in an existing folder")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InputError(f"{flag} {path}: cannot write there (no permission); give a path "
+                         "you can write")
+    return target
+
+
+def output_folder(flag: str, path: str | Path) -> Path:
+    """``path`` as a folder a command will create or fill: an ``InputError`` now where it
+    is a file, or where the folder (or the nearest one it would be made in) cannot be
+    written."""
+    target = Path(path).expanduser()
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{flag} {path}: is a file, not a folder; give a folder (it is "
+                         "created if missing)")
+    nearest = _nearest_folder(target)
+    if not nearest.is_dir():
+        raise InputError(f"{flag} {path}: {nearest} is a file, not a folder; give another "
+                         "path")
+    if not os.access(nearest, os.W_OK):
+        raise InputError(f"{flag} {path}: cannot write in {nearest} (no permission); give a "
+                         "folder you can write")
+    return target
 
 
 class Help(argparse.RawDescriptionHelpFormatter):

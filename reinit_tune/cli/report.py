@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help
+from reinit_tune.cli.formatting import Help, output_folder
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -36,5 +36,7 @@ def command(args: argparse.Namespace) -> int:
     if args.max_panels is not None and args.max_panels < 1:
         print(f"error: --max-panels {args.max_panels}: give 1 or more", file=sys.stderr)
         return 2
-    return report.run(Path(args.results), Path(args.out) if args.out else None, args.only,
-                      max_panels=args.max_panels)
+    out = output_folder("--out", args.out) if args.out else None
+    if out is None:  # RESULTS/report: the store's own folder, checked as such
+        output_folder("--results", Path(args.results))
+    return report.run(Path(args.results), out, args.only, max_panels=args.max_panels)

@@ -20,7 +20,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "2,000 small files). `check` reads every table and names what readers "
                     "skip: unreadable or foreign files, malformed rows, trials whose epoch "
                     "rows are unreadable (the next sweep runs those again).")
-    actions = maintain.add_subparsers(dest="action", required=True, metavar="ACTION")
+    maintain.add_argument("--results", default=None, help=argparse.SUPPRESS)
+    actions = maintain.add_subparsers(dest="action", required=False, metavar="ACTION")
     for action, text in (("compact", "merge the per-trial files into compacted files"),
                          ("check", "report unreadable files, malformed rows and trials whose "
                                    "epoch rows are unreadable (exit status 1 if any)")):
@@ -33,6 +34,12 @@ def command(args: argparse.Namespace) -> int:
 
     from reinit_tune import store
 
+    if args.action is None:
+        where = f" --results {args.results}" if args.results else ""
+        print(f"error: reinit-tune store needs an action: `reinit-tune store check{where}` "
+              f"(what readers skip) or `reinit-tune store compact{where}` (merge the "
+              "per-trial files)", file=sys.stderr)
+        return 2
     results = Path(args.results)
     if (problem := store.not_a_store(results)) is not None:
         print(f"error: {problem}", file=sys.stderr)

@@ -36,14 +36,16 @@ from reinit_tune.families.base import (
 from reinit_tune.hardware import resolve_precision
 from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS, DEFAULT_MIN_SEEDS, SeedRule
 from reinit_tune.model.shape import EMBEDDED_MODEL, shape_for
-from reinit_tune.sweep import signals
+from reinit_tune.sweep import cluster, signals
 from reinit_tune.sweep.options import (
+    AUTO_GPUS,
     DATA_CHANGED,
     DEFAULT_CHECKPOINT_AFTER_S,
     MODEL_CHANGED,
     Resources,
     RunOptions,
     SimilarityOptions,
+    gpus_arg,
     pack_size_arg,
 )
 from reinit_tune.tasks import TASKS
@@ -123,10 +125,10 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
         auto = p.add_argument_group(
             "seeds on demand (--seeds auto)",
             "Each setting (task x size x every field but the seed) gets seeds 0, 1, ... "
-            "(each running every surgery) until the 95%% interval of every paired contrast "
+            "(each running every surgery) until the 95% interval of every paired contrast "
             f"has a half-width of at most --target-ci; the contrasts: {family.contrasts}.")
         auto.add_argument("--target-ci", type=float, default=None, metavar="W",
-                          help="half-width of the 95%% interval each contrast must reach, in "
+                          help="half-width of the 95% interval each contrast must reach, in "
                                "units of the task's metric (0.01: one accuracy point)")
         auto.add_argument("--min-seeds", type=positive_int, default=DEFAULT_MIN_SEEDS,
                           help="seeds every setting gets")
@@ -163,8 +165,12 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
     run.add_argument("--results", default=str(_RUN.results_dir), help="results store folder")
     run.add_argument("--cpus-per-trial", type=float, default=_RUN.resources.cpus_per_trial,
                      help="CPUs per trial, also its torch threads")
-    run.add_argument("--gpus-per-trial", type=float, default=_RUN.resources.gpus_per_trial,
-                     help="GPUs per trial; fractions pack several trials on one GPU")
+    run.add_argument("--gpus-per-trial", type=flag_type(gpus_arg),
+                     default=_RUN.resources.gpus_per_trial,
+                     help="GPUs per Tune trial (a pack of trials, or one trial): 'auto' (the "
+                          "default) gives each pack 1 GPU where the cluster the sweep runs on "
+                          "has GPUs, and runs on CPUs where it has none; 0 forces CPUs; a "
+                          "fraction shares a GPU between Tune trials")
     run.add_argument("--pack-size", type=flag_type(pack_size_arg), default=_RUN.pack_size,
                      help="train up to N trials that differ only in their surgery (same task, "
                           "seed, size, epochs, batch, lr and schedule, precision, model) as "
@@ -265,7 +271,10 @@ def grid_of(args: argparse.Namespace, family: Family) -> Grid:
     """The ``Grid`` the common sweep flags describe (None: the family's default); with
     ``--seeds auto`` it holds ``--max-seeds`` seeds, of which the sweep runs what it needs."""
     model = args.model or family.model
-    on_gpu = args.gpus_per_trial > 0
+    gpus = args.gpus_per_trial
+    if gpus == AUTO_GPUS:  # what the sweep will resolve it to (``run_sweep_command`` has)
+        gpus = cluster.resolve_gpus(gpus).gpus_per_trial
+    on_gpu = gpus > 0
     precision, why = resolve_precision(args.precision, on_gpu=on_gpu)
     logging.getLogger("reinit_tune").info("precision %s (%s)", precision, why)
     return Grid(
@@ -347,9 +356,13 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
     sweep = None
     try:
         model = args.model or family.model
+        # before the grid: "auto" precision, part of each trial id, depends on the device
+        devices = cluster.resolve_gpus(args.gpus_per_trial)
+        args.gpus_per_trial = devices.gpus_per_trial
         options = run_options(args, family)  # bad seed flags fail before the grid is built
         sweep = Sweep(configs_of(args, family), options,
-                      shapes={model: shape_for(model, args.num_layers, args.num_heads)})
+                      shapes={model: shape_for(model, args.num_layers, args.num_heads)},
+                      devices=devices)
         summary = sweep.run(dry_run=args.dry_run, calibrate=args.calibrate)
     except InputError as e:
         if sweep is not None and sweep.started:

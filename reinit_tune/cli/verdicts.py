@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help
+from reinit_tune.cli.formatting import Help, output_file
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -15,7 +15,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         "verdicts", help="test every claim of the papers on a results store",
         formatter_class=Help,
         description="Decide each testable claim of the papers (claims.md) on the store's "
-                    "runs: per task, size and protocol the estimate, its 95%% interval, the "
+                    "runs: per task, size and protocol the estimate, its 95% interval, the "
                     "runs per cell and one of supported / contradicted / inconclusive / not "
                     "enough data, with the published value beside it; for an undecided "
                     "verdict, what is missing or about how many seeds would decide it, and "
@@ -41,6 +41,8 @@ def command(args: argparse.Namespace) -> int:
             print(f"error: --claims {' '.join(unknown)}: no such claim; known: "
                   f"{', '.join(verdicts.BY_ID)}", file=sys.stderr)
             return 2
+    if args.json:
+        output_file("--json", args.json)
     results = Path(args.results)
     if (problem := store.not_a_store(results)) is not None:
         print(f"error: {problem}", file=sys.stderr)

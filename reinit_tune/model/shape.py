@@ -132,6 +132,23 @@ def model_shape(model: str) -> ModelShape:
         ) from None
 
 
+# The transformers ``model_type`` of the hub models above whose config is not read offline.
+_KNOWN_TYPES = {"bert": "bert", "roberta": "roberta", "electra": "electra", "MiniLM": "bert"}
+
+
+@lru_cache(maxsize=64)
+def model_type(model: str) -> str | None:
+    """The transformers ``model_type`` of ``model`` (its ``config.json``'s, or a known hub
+    model's), or None where it cannot be told here without the hub."""
+    config_file = Path(resolve_model(model)) / "config.json"
+    if config_file.is_file():
+        value = read_config(config_file.parent).get("model_type")
+        return str(value) if value else None
+    if model in KNOWN_SHAPES:
+        return next(t for key, t in _KNOWN_TYPES.items() if key in model)
+    return None
+
+
 def shape_for(model: str, num_layers: int | None = None,
               num_heads: int | None = None) -> ModelShape:
     """The shape of ``model``; ``num_layers``/``num_heads`` describe a model that cannot be

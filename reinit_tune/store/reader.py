@@ -22,7 +22,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -38,10 +38,21 @@ from reinit_tune.store.files import (
 )
 from reinit_tune.store.schema import TRIALS
 
-if TYPE_CHECKING:
-    from reinit_tune.store.tables import Table
-
 log = logging.getLogger("reinit_tune")
+
+
+class Table(Protocol):
+    """What reading needs of a table of the store (``reinit_tune.store.tables.Table``: the
+    files under ``<results>/<name>/``, keyed by ``key``, of ``schema``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
 
 # The column each read row's source file travels in, for warnings and ``check_store``.
 FILENAME = "__store_file"

@@ -190,6 +190,21 @@ def token_hint(environ: dict[str, str] | None = None) -> str:
             f"{where})")
 
 
+def check_is_ray(address: str) -> None:
+    """``InputError`` where ``address`` (not ``local``) answers but is not a Ray head: a
+    ``ray.init`` there would retry for minutes."""
+    if address == "local" or address.startswith("ray://") or speaks_grpc(address):
+        return
+    named = (f"{ADDRESS_ENV}={address}" if os.environ.get(ADDRESS_ENV, "").strip() == address
+             else f"{address} (recorded in {address_file()})")
+    raise InputError(
+        f"{named} answers but is not a Ray cluster (its port does not "
+        "speak gRPC, as a Ray head's GCS port does): set it to the head's GCS address "
+        f"(`ray start --head` prints it; default port 6379), or unset {ADDRESS_ENV} to run "
+        "on a local Ray instance"
+    )
+
+
 def connect_ray(job: JobInfo | None = None) -> None:
     """Join or start Ray (see module docstring) as ``job`` and say which, and where the
     dashboard is."""
@@ -199,15 +214,7 @@ def connect_ray(job: JobInfo | None = None) -> None:
         return
     address, why = choose_address()
     (log.warning if "does not answer" in why else log.info)(why)
-    if address != "local" and not address.startswith("ray://") and not speaks_grpc(address):
-        named = (f"{ADDRESS_ENV}={address}" if os.environ.get(ADDRESS_ENV, "").strip() == address
-                 else f"{address} (recorded in {address_file()})")
-        raise InputError(
-            f"{named} answers but is not a Ray cluster (its port does not "
-            "speak gRPC, as a Ray head's GCS port does): set it to the head's GCS address "
-            f"(`ray start --head` prints it; default port 6379), or unset {ADDRESS_ENV} to run "
-            "on a local Ray instance"
-        )
+    check_is_ray(address)
     if address == "local" and os.environ.get(AUTH_ENV, "disabled") == "disabled":
         log.warning("this local Ray instance runs without token authentication and Ray "
                     "listens on every network interface: anyone who can reach this machine "
@@ -269,6 +276,85 @@ def inventory() -> tuple[list[NodeResources], dict[str, NodeResources | None] | 
 
     alive = [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
     return alive, autoscaler_node_types()
+
+
+def gpu_inventory() -> tuple[float, bool]:
+    """GPUs of the live nodes of the connected cluster, and whether its autoscaler can start
+    nodes with GPUs (a ``ray up`` cluster's GPU workers before they scale up)."""
+    alive, scalable = inventory()
+    scalable_gpus = any((r or {}).get("GPU", 0) > 0 for r in (scalable or {}).values())
+    return sum(r.get("GPU", 0) for r in alive), scalable_gpus
+
+
+@dataclass(frozen=True)
+class Devices:
+    """Where a sweep's trials run: ``gpus_per_trial`` (0: CPUs), the GPUs found, and a line
+    saying which and why."""
+
+    gpus_per_trial: float
+    gpus: float
+    why: str
+
+
+def resolve_gpus(gpus_per_trial: float | str) -> Devices:
+    """``--gpus-per-trial`` as a number. ``auto``: 1 GPU per Tune trial (a pack, or a trial
+    that cannot share one) where the cluster the sweep runs on (``choose_address``: this
+    machine, ``RAY_ADDRESS``, a ``ray start``/``ray up`` cluster, a SLURM job's) has GPUs or
+    can start GPU nodes; else 0, CPU trials. A cluster other than this machine is asked from
+    a separate process (``ask_cluster``): this one joins Ray only once its output is
+    redirected (``reinit_tune.sweep.console``)."""
+    if gpus_per_trial != "auto":
+        value = float(gpus_per_trial)
+        return Devices(value, value, f"--gpus-per-trial {value:g}")
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
+        gpus, scalable = gpu_inventory()
+        where = "the Ray cluster"
+    else:
+        address, _ = choose_address()
+        if address == "local":
+            import torch
+
+            gpus = float(torch.cuda.device_count()) if torch.cuda.is_available() else 0.0
+            scalable, where = False, "this machine"
+        else:
+            check_is_ray(address)
+            gpus, scalable = ask_cluster(address)
+            where = f"the Ray cluster at {address}"
+    if gpus > 0 or scalable:
+        found = f"{gpus:g} GPUs" if gpus > 0 else "GPU nodes its autoscaler can start"
+        return Devices(1.0, gpus, f"GPU trials: 1 GPU per pack of trials ({found} in {where}; "
+                                  "--gpus-per-trial 0 runs on CPUs)")
+    return Devices(0.0, 0.0, f"CPU trials: no GPU in {where}")
+
+
+_ASK = """
+import json, sys
+import ray
+from reinit_tune.sweep.cluster import gpu_inventory
+ray.init(address=sys.argv[1], logging_level="error", log_to_driver=False)
+print(json.dumps(gpu_inventory()))
+"""
+
+
+def ask_cluster(address: str, timeout_s: float = 120.0) -> tuple[float, bool]:
+    """``gpu_inventory`` of the cluster at ``address``, asked by a short-lived driver of its
+    own; ``InputError`` naming ``--gpus-per-trial`` where it does not answer."""
+    import json
+    import subprocess
+
+    try:
+        done = subprocess.run([sys.executable, "-c", _ASK, address], capture_output=True,
+                              text=True, timeout=timeout_s)
+        gpus, scalable = json.loads(done.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        why = "no answer in time" if isinstance(e, subprocess.TimeoutExpired) else (
+            (done.stderr.strip().splitlines() or ["no output"])[-1][:200])
+        raise InputError(f"--gpus-per-trial auto: could not ask the Ray cluster at {address} "
+                         f"for its GPUs ({why}); pass --gpus-per-trial N (0: CPUs)") from None
+    return float(gpus), bool(scalable)
 
 
 def check_resources(cpus_per_trial: float, gpus_per_trial: float, alive: list[NodeResources],

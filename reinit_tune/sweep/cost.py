@@ -8,7 +8,14 @@ A trial's time is modelled from what the training loop does (``reinit_tune.train
 
 ``step_s`` is the per-step cost that does not grow with sequence length (optimizer step over
 every parameter, gradient clipping, Python and kernel launches), ``token_s`` the forward and
-backward cost per token. Padded tokens per example come from ``TASK_TOKENS``, measured on the
+backward cost per token.
+
+GPU trials run in packs (``reinit_tune.sweep.packs``): the estimate forms the packs the
+sweep will form (``Estimate.packs``) and costs each as ``PACK_SETUP_S`` plus its members'
+times, with coefficients measured per member inside a pack of the size that forms
+(``calibrate_pack``): a member's share of the pack's step, token and setup costs. A pack
+holds one GPU (``--gpus-per-trial``) for its whole duration, so GPU-hours are the packs'
+times summed. Padded tokens per example come from ``TASK_TOKENS``, measured on the
 GLUE splits with the BERT uncased vocabulary as the loop pads them (length-grouped or shuffled
 batches of 8, dev in length-sorted batches of 64). The coefficients come from ``RECORDED``
 (measured per model shape and precision on the machine named there) or from ``calibrate``,
@@ -18,6 +25,7 @@ a short synthetic run on the current device (``--calibrate``). Regenerate both t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,6 +39,10 @@ from reinit_tune.model.shape import BERT_VOCAB, ModelShape
 from reinit_tune.tasks import get_task
 
 TRIAL_SETUP_S = 1.0  # model copy + surgery + data subset + Ray bookkeeping (bench_sweep.py)
+# A pack's own start on a reused worker: its data (tokenized once per worker), the dev
+# splits, the first model from the cached checkpoint, CUDA's warm-up; its members' setup is
+# theirs (``Coefficients.setup_s``).
+PACK_SETUP_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,7 @@ class Coefficients:
     step_s: float
     token_s: float
     eval_token_s: float
+    setup_s: float = TRIAL_SETUP_S  # per trial (per member, in a pack)
 
 
 # Measured by benchmarks/calibrate_cost.py on the local Parquet files (QNLI on its subset).
@@ -83,24 +96,42 @@ RECORDED: dict[tuple[int, int, str], Coefficients] = {
 }
 
 
+# (num_layers, hidden_size, precision) -> a member's coefficients inside a pack on
+# RECORDED_GPU_DEVICE, whose free memory sizes the packs a dry run without a GPU forms
+# (``RECORDED_GPU_FREE``). bert-base, bf16: fitted to two measured packs
+# (``benchmarks/RESULTS.md``, "Packs that fill the GPU"): 20 members on SST-2's batches of 3
+# seeds (5.24 ms a member-step at ~296 padded tokens; setup 0.52 s, eval 1.7 us a token) and
+# 28 members at 8 x 128 tokens (7.95 ms a member-step).
+RECORDED_GPU_DEVICE = "NVIDIA H200"
+RECORDED_GPU_FREE = 139 * 2**30
+RECORDED_GPU: dict[tuple[int, int, str], Coefficients] = {
+    (12, 768, "bf16"): Coefficients(4.14e-3, 3.72e-6, 1.7e-6, setup_s=0.52),
+}
+
+
 def _flops_per_token(shape: ModelShape) -> float:
     return 12.0 * shape.num_layers * shape.hidden_size**2  # matmul weights per layer
 
 
-def recorded_coefficients(shape: ModelShape, precision: str) -> tuple[Coefficients, str]:
-    """The recorded coefficients of this shape, or those of the nearest recorded shape scaled
-    by weights per token (token costs) and parameters (step cost), with a note saying so."""
+def recorded_coefficients(shape: ModelShape, precision: str,
+                          table: dict[tuple[int, int, str], Coefficients] | None = None
+                          ) -> tuple[Coefficients, str]:
+    """The coefficients of this shape in ``table`` (default ``RECORDED``), or those of the
+    nearest shape there scaled by weights per token (token costs) and parameters (step cost),
+    with a note saying so."""
+    table = RECORDED if table is None else table
     key = (shape.num_layers, shape.hidden_size, precision)
-    if key in RECORDED:
-        return RECORDED[key], "recorded table"
-    same_precision = [k for k in RECORDED if k[2] == precision] or list(RECORDED)
+    if key in table:
+        return table[key], "recorded table"
+    same_precision = [k for k in table if k[2] == precision] or list(table)
     near = min(same_precision, key=lambda k: abs(math.log(
         _flops_per_token(ModelShape(k[0], 1, k[1])) / _flops_per_token(shape))))
-    base, near_shape = RECORDED[near], ModelShape(near[0], 1, near[1])
+    base, near_shape = table[near], ModelShape(near[0], 1, near[1])
     token = _flops_per_token(shape) / _flops_per_token(near_shape)
     step = shape.parameter_count() / near_shape.parameter_count()
     return (
-        Coefficients(base.step_s * step, base.token_s * token, base.eval_token_s * token),
+        Coefficients(base.step_s * step, base.token_s * token, base.eval_token_s * token,
+                     base.setup_s),
         f"scaled from the recorded {near[0]}-layer, {near[1]}-wide {near[2]} model; "
         "--calibrate measures this model on this device",
     )
@@ -129,13 +160,13 @@ def trial_seconds(config: TrialConfig, coeffs: Coefficients, num_layers: int,
         # (probing.pooled_features); training the linear probe on the features is negligible.
         depth = max(config.probe_layer, 1) / max(num_layers, 1)
         extract = (n_train * tokens.grouped + n_dev * tokens.dev) * cut * coeffs.eval_token_s
-        return extract * depth + TRIAL_SETUP_S
+        return extract * depth + coeffs.setup_s
     per_example = (tokens.grouped if config.length_grouped else tokens.shuffled) * cut
     steps = math.ceil(n_train / config.batch_size)
     train = steps * coeffs.step_s + n_train * per_example * coeffs.token_s
     evaluate = n_dev * tokens.dev * cut * coeffs.eval_token_s
     evaluations = config.epochs if every_epoch else 1
-    return config.epochs * train + evaluations * evaluate + TRIAL_SETUP_S
+    return config.epochs * train + evaluations * evaluate + coeffs.setup_s
 
 
 @dataclass
@@ -147,14 +178,21 @@ class Estimate:
     note: str = ""  # why the figure may not hold on the device the sweep will run on
     # seconds by trial id (the intermediate phases of sequential trials under their own ids)
     per_trial_s: dict[str, float] = field(default_factory=dict)
+    # GPU trials: the sizes of the packs the sweep forms (each holds one GPU while it runs)
+    packs: list[int] = field(default_factory=list)
 
     def __str__(self) -> str:
         hours = self.device_hours
         shown = f"{hours:,.1f}" if hours >= 1 else f"{hours:.4f}"
+        if self.packs:
+            how = (f"in the {len(self.packs)} packs the sweep forms (up to {max(self.packs)} "
+                   f"trials each), one pack at a time on {self.device}")
+            unit = "GPU-hours"
+        else:
+            how, unit = f"one after another on {self.device}", "device-hours"
         return (
-            f"estimated cost: {shown} device-hours for {self.trials} trials, "
-            f"one after another on {self.device} (per-token costs: {'; '.join(self.sources)})"
-            + (f"\n{self.note}" if self.note else "")
+            f"estimated cost: {shown} {unit} for {self.trials} trials, {how} (per-token "
+            f"costs: {'; '.join(self.sources)})" + (f"\n{self.note}" if self.note else "")
         )
 
 
@@ -188,10 +226,14 @@ def estimate(
     calibrated: dict[tuple[str, str], Coefficients] | None = None,
     device: str = RECORDED_DEVICE,
     every_epoch: bool = True,
+    packs: list[list[TrialConfig]] | None = None,
+    calibrated_source: str = "calibrated here",
 ) -> Estimate:
     """Device-hours of running ``configs`` (whose models have ``shapes``) one after another on
     one device. ``calibrated`` maps (model, precision) to coefficients measured on ``device``
-    by ``calibrate``."""
+    by ``calibrate`` (or ``calibrate_pack``, per member of a pack). With ``packs`` (the packs
+    a GPU sweep forms of ``configs``), each pack of two or more costs ``PACK_SETUP_S`` more
+    than its members, and the hours are GPU-hours."""
     intermediates = {
         i.trial_id: i for i in (c.intermediate_phase() for c in configs if c.intermediate_task)
     }
@@ -199,7 +241,7 @@ def estimate(
     for config in [*configs, *intermediates.values()]:
         key = (config.model, config.precision)
         if calibrated and key in calibrated:
-            coeffs, source = calibrated[key], "calibrated here"
+            coeffs, source = calibrated[key], calibrated_source
         else:
             coeffs, source = recorded_coefficients(shapes[config.model], config.precision)
             device = RECORDED_DEVICE
@@ -208,7 +250,10 @@ def estimate(
                                 every_epoch)
         seconds += trial_s
         per_trial.setdefault(config.trial_id, trial_s)
-    return Estimate(len(configs), seconds / 3600, device, list(sources), per_trial_s=per_trial)
+    sizes = [len(p) for p in packs or ()]
+    seconds += PACK_SETUP_S * sum(size > 1 for size in sizes)
+    return Estimate(len(configs), seconds / 3600, device, list(sources), per_trial_s=per_trial,
+                    packs=sizes if any(size > 1 for size in sizes) else [])
 
 
 # -- measuring ----------------------------------------------------------------------------
@@ -298,24 +343,99 @@ def fit_step_costs(t_short: float, t_long: float, tokens_short: int, tokens_long
     return Coefficients(step_s, token_s, eval_token_s)
 
 
+def calibrate_pack(
+    shape: ModelShape, precision: str, members: int, use_gpu: bool = True,
+    lengths: tuple[int, int] = (16, 64), steps: int = 12,
+) -> tuple[Coefficients, str]:
+    """Measure one member's coefficients inside a pack of ``members`` on this device: a
+    randomly initialized BERT of ``shape`` saved once, progressive surgeries of two seeds
+    (the packs a GPU sweep forms), trained through ``train_pack`` on synthetic batches of two
+    sequence lengths. Each coefficient is a member's share of the pack's (its step, token,
+    evaluation and setup cost divided by ``members``). Returns them and the device name."""
+    import copy
+    import tempfile
+
+    from transformers import BertForSequenceClassification
+
+    from reinit_tune.data import load_tokenizer
+    from reinit_tune.model import surgery
+    from reinit_tune.model.shape import EMBEDDED_MODEL
+    from reinit_tune.training.loop import Optimization
+    from reinit_tune.training.pack import train_pack
+
+    opt = Optimization(epochs=2, precision=precision)
+    batch, timings, device = opt.batch_size, [], "cpu"
+    setups = []
+    with tempfile.TemporaryDirectory(prefix="reinit-tune-calibrate-") as folder:
+        template = BertForSequenceClassification(bert_config(shape))
+        template.save_pretrained(folder)  # a BERT folder: its packs mix seeds, as real ones
+        load_tokenizer(EMBEDDED_MODEL).save_pretrained(folder)
+        base = TrialConfig(folder, "sst2", epochs=opt.epochs, precision=precision,
+                           max_seq_length=max(lengths), experiment="calibration")
+        configs = [base.replace(seed=i % 2, reinit_layers=tuple(range(
+            (i // 2) % (shape.num_layers + 1), shape.num_layers))) for i in range(members)]
+
+        def built():
+            for config in configs:  # the surgery a member's build does, on a copy
+                model = copy.deepcopy(template)
+                surgery.reinit_layers(model, config.reinit_layers, std=0.02, seed=config.seed)
+                yield model
+
+        for length in lengths:
+            trains = {s: synthetic(steps * batch, length, seed=s) for s in (0, 1)}
+            outcomes, setup = train_pack(built(), configs, trains, synthetic(batch, length, 2),
+                                         use_gpu=use_gpu, every_epoch=True)
+            device = setup.device
+            setups.append(setup.setup_s / members)
+            last = outcomes[0].results[-1]  # the second epoch: kernels chosen, caches warm
+            timings.append((last.train_time_s / steps, last.eval_time_s / (batch * length)))
+    (t_short, _), (t_long, eval_long) = timings
+    coeffs = fit_step_costs(t_short, t_long, batch * lengths[0], batch * lengths[1], eval_long)
+    return dataclasses.replace(coeffs, setup_s=min(setups)), device
+
+
 def sweep_estimate(
     configs: list[TrialConfig], shapes: dict[str, ModelShape], data_dir=None, *,
     calibrate_here: bool = False, use_gpu: bool = True, every_epoch: bool = True,
+    packs: list[list[TrialConfig]] | None = None,
 ) -> Estimate | str:
     """The dry run's cost line: the recorded table, or ``calibrate`` on this device for each
-    (model, precision) of the grid. A grid whose model width is unknown gets no estimate."""
+    (model, precision) of the grid; with ``packs`` (the packs a GPU sweep forms), per member
+    of a pack of the largest size that forms (``calibrate_pack``), or the recorded GPU
+    table. A grid whose model width is unknown gets no estimate."""
     unknown = sorted({c.model for c in configs if shapes[c.model].hidden_size is None})
     if unknown:
         return (f"estimated cost: unknown ({', '.join(unknown)}: hidden size not known offline; "
                 "a local model folder or a known hub id gives one)")
-    calibrated, device = {}, RECORDED_DEVICE
+    packed = bool(packs) and any(len(p) > 1 for p in packs)
+    calibrated, device, note, source = {}, RECORDED_DEVICE, "", "calibrated here"
     if calibrate_here:
         for model, precision in sorted({(c.model, c.precision) for c in configs}):
-            calibrated[(model, precision)], device = calibrate(shapes[model], precision,
-                                                               use_gpu)
+            largest = max((len(p) for p in packs or () if p[0].model == model), default=1)
+            if packed and largest > 1:
+                calibrated[(model, precision)], device = calibrate_pack(
+                    shapes[model], precision, largest, use_gpu)
+            else:
+                calibrated[(model, precision)], device = calibrate(shapes[model], precision,
+                                                                   use_gpu)
         device = f"1 {device.upper()} device here" if device != "cpu" else (
             f"this machine's CPU ({hardware.cpu_name()}), as many threads as torch uses")
-    result = estimate(configs, shapes, data_dir, calibrated, device, every_epoch)
+    elif packed:
+        scaled = ""
+        for model, precision in sorted({(c.model, c.precision) for c in configs}):
+            calibrated[(model, precision)], how = recorded_coefficients(
+                shapes[model], precision, RECORDED_GPU)
+            if how != "recorded table":
+                scaled = f" ({model}'s {how})"
+        if calibrated:
+            device = f"an {RECORDED_GPU_DEVICE}"
+            source = "recorded in packs" + scaled
+            note = (f"per-member costs recorded on an {RECORDED_GPU_DEVICE} in packs, sized "
+                    "for its memory; --dry-run --calibrate on the GPU node measures yours")
+    # packs are costed only with a pack's coefficients (a CPU core's say nothing of them)
+    result = estimate(configs, shapes, data_dir, calibrated, device, every_epoch,
+                      packs=packs if packed and calibrated else None,
+                      calibrated_source=source)
     if not calibrate_here:
-        result.note = calibration_note(use_gpu)
+        result.note = note or calibration_note(use_gpu)
     return result

@@ -113,15 +113,19 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
     runtime = options.runtime(plan.data_dir, plan.results_dir)
     num_layers = {m: s.num_layers for m, s in plan.shapes.items()}
     trial_axes = {tid: axes(c, num_layers[c.model]) for tid, c in todo.items()}
+    gpus_per_trial = options.resources.gpus_per_trial
+    gpus = cluster.gpu_inventory()[0] if gpus_per_trial > 0 else 0.0
     pack_size = resolve_pack_size(options.pack_size, list(plan.todo), plan.shapes,
-                                  options.resources.gpus_per_trial)
+                                  gpus_per_trial, gpus=max(gpus, 1.0))
     if (note := pack_note(pack_size, runtime)) is not None:
         log.warning("%s", note)
         pack_size = 1
+    # seeds on demand: a pack holds one group's trials of one seed, so a group that closes
+    # stops training with its next pack, never inside another group's
+    split = seeds.group_and_seed(plan.groups) if plan.groups else None
     # --pack-size 1 runs the unpacked trainable and grid exactly as before packs existed
-    packs, grid = plan_packs(list(plan.todo), pack_size, trial_axes)
-    needs = memory.tune_trial_bytes(packs, plan.shapes,
-                                    use_gpu=options.resources.gpus_per_trial > 0,
+    packs, grid = plan_packs(list(plan.todo), pack_size, trial_axes, split)
+    needs = memory.tune_trial_bytes(packs, plan.shapes, use_gpu=gpus_per_trial > 0,
                                     data_dir=plan.data_dir,
                                     similarity=runtime.similarity is not None)
     if pack_size > 1 and not memory.fits(max(needs.values()), *cluster.inventory()):
@@ -129,17 +133,16 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
         log.warning("--pack-size %d: %s needs an estimated %s of memory, more than any "
                     "node has; running unpacked", pack_size, what, memory.gb(need))
         pack_size = 1
-        packs, grid = plan_packs(list(plan.todo), 1, trial_axes)
-        needs = memory.tune_trial_bytes(packs, plan.shapes,
-                                        use_gpu=options.resources.gpus_per_trial > 0,
+        packs, grid = plan_packs(list(plan.todo), 1, trial_axes, split)
+        needs = memory.tune_trial_bytes(packs, plan.shapes, use_gpu=gpus_per_trial > 0,
                                         data_dir=plan.data_dir,
                                         similarity=runtime.similarity is not None)
+    print(devices_line(gpus_per_trial, gpus, packs), file=out or sys.stdout, flush=True)
     trainable = named_trainable(tune.with_resources(
         tune.with_parameters(run_trial, configs=todo, runtime=runtime, claims=claim_context)
         if pack_size == 1 else tune.with_parameters(run_pack, packs=packs, runtime=runtime,
                                                     claims=claim_context),
-        memory.resources(options.resources.cpus_per_trial, options.resources.gpus_per_trial,
-                         needs),
+        memory.resources(options.resources.cpus_per_trial, gpus_per_trial, needs),
     ), "ReinitTuneTrial" if pack_size == 1 else "ReinitTunePack")
     estimates = cost.trial_estimates(list(todo.values()), plan.shapes, plan.data_dir,
                                      every_epoch=options.evaluate == "every-epoch")
@@ -192,7 +195,7 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
     # The one variable not set with the others (``environment.prepare``): it depends on the
     # size of the cluster, known only once Ray is connected; Tune reads it in ``fit``.
     os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", str(pending_trials()))
-    size = chunk_size(options.resources.cpus_per_trial, options.resources.gpus_per_trial)
+    size = chunk_size(options.resources.cpus_per_trial, gpus_per_trial)
     if options.seeds is not None:  # which trials run is decided as they finish: one fit
         size = max(size, len(grid))
     if "tensorboard" in options.loggers:
@@ -245,6 +248,18 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
     summary.warnings = sanity.warnings(
         trials[trials["trial_id"].isin({c.trial_id for c in plan.configs})])
     return summary
+
+
+def devices_line(gpus_per_trial: float, gpus: float,
+                 packs: dict[str, list[TrialConfig]]) -> str:
+    """The plan line printed before the first trial: what runs on what."""
+    largest = max((len(m) for m in packs.values()), default=1)
+    what = (f"packs of up to {largest} trials ({len(packs)} Tune trials)" if largest > 1
+            else "one trial per Tune trial")
+    if gpus_per_trial <= 0:
+        return f"CPU trials: {what}"
+    where = f"{gpus:g} GPUs" if gpus > 0 else "GPUs the autoscaler starts"
+    return f"GPU trials: {gpus_per_trial:g} GPU per Tune trial, {what}, {where}"
 
 
 def _group_scores(plan: Plan) -> dict[str, float]:

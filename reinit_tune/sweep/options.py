@@ -21,6 +21,9 @@ from reinit_tune.inference.sequential import SeedRule
 DEFAULT_CHECKPOINT_AFTER_S = 300.0
 # ``--pack-size auto``: 1 on CPUs, on a GPU what its free memory holds (reinit_tune.sweep.packs).
 AUTO_PACK_SIZE = "auto"
+# ``--gpus-per-trial auto``: one GPU per Tune trial (a pack) where the cluster the sweep runs
+# on has GPUs, else CPU trials (``reinit_tune.sweep.cluster.resolve_gpus``).
+AUTO_GPUS = "auto"
 # What a rerun does with stored trials of its grid that were trained on other data (their
 # data fingerprint differs from the data found now): stop before any trial, or rerun them.
 DATA_CHANGED = ("stop", "rerun")
@@ -30,6 +33,17 @@ MODEL_CHANGED = DATA_CHANGED
 # most families read), "every-epoch" for per-epoch curves (003 App. D). Evaluation draws no
 # random numbers, so this changes no training number and is no part of a trial's id.
 DEFAULT_EVALUATE = "final"
+
+
+def gpus_arg(text: str) -> float | str:
+    """``--gpus-per-trial``: a number of GPUs (0: CPU trials) or ``auto``."""
+    if text == AUTO_GPUS:
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"--gpus-per-trial: give a number of GPUs (0: CPUs) or "
+                         f"'{AUTO_GPUS}', got {text!r}") from None
 
 
 def pack_size_arg(text: str) -> int | str:
@@ -63,11 +77,13 @@ class SimilarityOptions:
 
 @dataclass(frozen=True)
 class Resources:
-    """What one trial asks Ray for. Fractions below 1 pack several trials on one device;
-    ``cpus_per_trial`` is also the trial's torch thread count."""
+    """What one Tune trial (a trial, or a pack of them) asks Ray for. Fractions below 1 put
+    several on one device; ``cpus_per_trial`` is also the trial's torch thread count.
+    ``gpus_per_trial`` ``AUTO_GPUS``: 1 where the cluster has GPUs, else 0, resolved before
+    the sweep plans (``reinit_tune.sweep.cluster.resolve_gpus``)."""
 
     cpus_per_trial: float = 1
-    gpus_per_trial: float = 0
+    gpus_per_trial: float | str = AUTO_GPUS
 
 
 @dataclass(frozen=True)
@@ -85,7 +101,8 @@ class TrialRuntime:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How to run a sweep (see the fields' comments); the defaults run locally on CPUs.
+    """How to run a sweep (see the fields' comments); by default on the cluster the sweep
+    finds (``reinit_tune.sweep.cluster``), on its GPUs in packs where it has any.
 
     ``storage`` is Tune's ``storage_path`` (checkpoints, Tune's own logs): a local folder, an
     NFS path or an ``s3://``/``gs://`` URI every node can reach; None: ``$REINIT_TUNE_STORAGE``,

@@ -13,6 +13,7 @@ grid again after an interruption leaves exactly the unfinished trials to run.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from reinit_tune.hardware import emulated_bf16_warning
 from reinit_tune.model.fingerprint import model_fingerprint, short
 from reinit_tune.model.shape import ModelShape, model_shape
 from reinit_tune.sweep import seeds
-from reinit_tune.sweep.options import RunOptions
+from reinit_tune.sweep.options import AUTO_GPUS, RunOptions
 from reinit_tune.sweep.preflight import preflight
 from reinit_tune.sweep.seeds import SeedGroup
 
@@ -72,10 +73,25 @@ def _shapes(configs: list[TrialConfig], given: dict[str, ModelShape] | None
     return shapes
 
 
+def resolved(options: RunOptions, gpus_per_trial: float | None = None) -> RunOptions:
+    """``options`` with ``--gpus-per-trial auto`` resolved (``cluster.resolve_gpus``, or
+    ``gpus_per_trial`` where the caller has)."""
+    if options.resources.gpus_per_trial != AUTO_GPUS:
+        return options
+    if gpus_per_trial is None:
+        from reinit_tune.sweep.cluster import resolve_gpus
+
+        gpus_per_trial = resolve_gpus(AUTO_GPUS).gpus_per_trial
+    return dataclasses.replace(options, resources=dataclasses.replace(
+        options.resources, gpus_per_trial=gpus_per_trial))
+
+
 def make_plan(configs: list[TrialConfig], options: RunOptions,
               shapes: dict[str, ModelShape] | None = None) -> Plan:
     """Check ``configs`` (pre-flight) and find which of them the store lacks. ``shapes``
-    gives the shape of models that cannot be inspected here; others are looked up."""
+    gives the shape of models that cannot be inspected here; others are looked up.
+    ``--gpus-per-trial auto`` is resolved first (``resolved``)."""
+    options = resolved(options)
     results = Path(options.results_dir).expanduser().resolve()
     storage = env.storage(options.storage, results)
     data_root = env.data_dir(options.data_dir)

@@ -24,7 +24,8 @@ from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.sweep import console, cost, environment, preflight
 from reinit_tune.sweep import plan as planning
-from reinit_tune.sweep.options import RunOptions
+from reinit_tune.sweep.cluster import Devices
+from reinit_tune.sweep.options import AUTO_GPUS, RunOptions
 from reinit_tune.sweep.plan import Plan, describe
 from reinit_tune.sweep.summary import SweepSummary
 
@@ -40,12 +41,14 @@ class Sweep:
     is not."""
 
     def __init__(self, configs: list[TrialConfig], options: RunOptions | None = None, *,
-                 shapes: dict[str, ModelShape] | None = None, out: TextIO | None = None):
+                 shapes: dict[str, ModelShape] | None = None, out: TextIO | None = None,
+                 devices: Devices | None = None):
         self.configs = configs
         self.options = options or RunOptions()
         self.shapes = shapes
         self.out = out
         self.started = False
+        self.devices = devices  # how --gpus-per-trial was resolved, where the caller did
 
     def _print(self, text: object, out: TextIO | None = None) -> None:
         print(text, file=out or self.out or sys.stdout, flush=True)
@@ -65,9 +68,20 @@ class Sweep:
 
     @staticmethod
     def _cost(plan: Plan, configs: list[TrialConfig], calibrate: bool) -> cost.Estimate:
+        use_gpu = plan.options.resources.gpus_per_trial > 0
         return cost.sweep_estimate(configs, plan.shapes, plan.data_dir, calibrate_here=calibrate,
-                                   use_gpu=plan.options.resources.gpus_per_trial > 0,
-                                   every_epoch=plan.options.evaluate == "every-epoch")
+                                   use_gpu=use_gpu,
+                                   every_epoch=plan.options.evaluate == "every-epoch",
+                                   packs=packs_of(plan, configs) if use_gpu else None)
+
+    def _resolve_devices(self) -> None:
+        """``--gpus-per-trial auto`` as a number (``cluster.resolve_gpus``)."""
+        if self.options.resources.gpus_per_trial != AUTO_GPUS:
+            return
+        from reinit_tune.sweep import cluster
+
+        self.devices = cluster.resolve_gpus(AUTO_GPUS)
+        self.options = planning.resolved(self.options, self.devices.gpus_per_trial)
 
     def run(self, *, dry_run: bool = False, calibrate: bool = False) -> SweepSummary:
         """Plan, print the grid, and run what the store lacks (or, with ``dry_run``, print
@@ -75,10 +89,13 @@ class Sweep:
         device first). Returns the counts of what happened."""
         if not dry_run:  # a compaction a killed command left is completed before anything
             store.finish_compactions(Path(self.options.results_dir).expanduser())
+        self._resolve_devices()
         plan = planning.make_plan(self.configs, self.options, self.shapes)
         if plan.todo and (calibrate or not dry_run):
             preflight.check_local_gpus(plan.options.resources.gpus_per_trial,
                                        calibrate=dry_run)
+        if self.devices is not None and plan.todo:  # which device the plan's trials run on
+            self._print(self.devices.why)
         self._print(describe(plan.configs, plan.data_dir, plan.options.allow_subset))
         if plan.skipped:
             self._print(f"{plan.skipped} trials already in {plan.results_dir}: skipped")
@@ -122,6 +139,26 @@ class Sweep:
                 cluster.shutdown_ray()
         self._print(summary, out)
         return summary
+
+
+def packs_of(plan: Plan, configs: list[TrialConfig]) -> list[list[TrialConfig]]:
+    """The packs a GPU sweep of ``plan`` would form of ``configs`` (``sweep.packs``), sized
+    for the free memory of a GPU here, else of the GPU the recorded cost table was measured
+    on (``cost.RECORDED_GPU_FREE``)."""
+    import torch
+
+    from reinit_tune.sweep import packs, seeds
+
+    options = plan.options
+    here = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    free = packs.cuda_free_bytes() if here else cost.RECORDED_GPU_FREE
+    size = packs.resolve_pack_size(options.pack_size, configs, plan.shapes,
+                                   options.resources.gpus_per_trial, free_bytes=lambda: free,
+                                   gpus=max(here, 1))
+    if packs.pack_note(size, options.runtime(plan.data_dir, plan.results_dir)) is not None:
+        size = 1
+    return packs.group_packs(configs, size,
+                             seeds.group_and_seed(plan.groups) if plan.groups else None)
 
 
 def run_sweep(

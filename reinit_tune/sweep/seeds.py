@@ -24,7 +24,7 @@ finish before it decides on the next one.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,6 +68,14 @@ class SeedGroup:
 
     def contrasts(self) -> int:
         return len(self.conditions) - 1
+
+
+def group_and_seed(groups: Iterable[SeedGroup]) -> Callable[[TrialConfig], tuple | None]:
+    """A trial's (group, seed) position among ``groups`` (None outside them): what packs
+    are split by under seeds on demand, so a pack holds one group's trials of one seed."""
+    where = {t: (i, seed) for i, group in enumerate(groups)
+             for seed, per_seed in enumerate(group.trials) for t in per_seed.values()}
+    return lambda config: where.get(config.trial_id)
 
 
 def _label(config: TrialConfig, differing: set[str]) -> str:

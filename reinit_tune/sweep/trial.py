@@ -58,6 +58,7 @@ from reinit_tune.tasks import get_task
 from reinit_tune.training import sequential
 from reinit_tune.training.finetune import finetune_config
 from reinit_tune.training.loop import EpochResult, Optimization, TrainSetup
+from reinit_tune.training.pack import packable
 from reinit_tune.training.probe import train_probe
 
 STATE_FILE = "train_state.pt"
@@ -210,8 +211,8 @@ def execute(
     if config.probe_layer is not None:
         train_probe(model, train, devs, layer=config.probe_layer, task=config.task,
                     opt=Optimization.of(config), **run)
-    else:
-        finetune_config(model, train, devs, config, **run)
+    else:  # a trial that may share a pack draws what its pack member draws
+        finetune_config(model, train, devs, config, exact=packable(config), **run)
     return functools.reduce(TrialOutcome.then, reported, base).reports()
 
 

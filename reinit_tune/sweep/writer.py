@@ -17,6 +17,7 @@ from reinit_tune import store
 from reinit_tune.config import TrialConfig
 from reinit_tune.outcome import Status, TrialOutcome
 from reinit_tune.sweep import claims, memory
+from reinit_tune.sweep.packs import SPLIT
 from reinit_tune.sweep.progress import Progress
 from reinit_tune.sweep.searcher import trial_id_of, tune_trial_name
 from reinit_tune.sweep.stalls import Watchdog, stalled_text
@@ -79,6 +80,8 @@ class StoreWriter(tune.Callback):
         if self.watchdog is not None:
             self.watchdog.progressed(trial, trial_id_of(trial))
         outcome = TrialOutcome.from_report(result["outcome"])  # a pack's: one member's
+        if result.get(SPLIT):  # said by the pack once, when it split
+            log.warning("%s: %s", tune_trial_name(trial), result[SPLIT])
         key = outcome.trial_id
         if outcome.status in (Status.FAILED, Status.DIVERGED):
             self.failures[key] = outcome

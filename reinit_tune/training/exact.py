@@ -1,10 +1,11 @@
 """How a trial on a GPU computes attention and dropout, so that a trial pack
 (``reinit_tune.training.pack``) computes exactly what each of its trials computes alone.
 
-A pack runs its members under ``vmap(randomness="same")``, where every dropout call draws one
-mask of the unbatched shape with ``bernoulli_`` and applies it to every member. On the CPU that
-is the draw an unpacked trial makes (PyTorch's CPU dropout is ``bernoulli_`` too). On CUDA it
-is not, in two ways, both seen on an H200 with torch 2.11 (``benchmarks/RESULTS.md``):
+A pack's members draw each dropout mask with ``bernoulli_`` from their seed's generator
+(``reinit_tune.training.pack_dropout``; a pack of a model outside the BERT family, of one
+seed, under ``vmap(randomness="same")`` from the global one). On the CPU that is the draw an
+unpacked trial makes (PyTorch's CPU dropout is ``bernoulli_`` too). On CUDA it is not, in two
+ways, both seen on an H200 with torch 2.11 (``benchmarks/RESULTS.md``):
 
 - CUDA's dropout is a fused kernel that maps its random stream onto the mask in its own way,
   so an unpacked CUDA trial drew other masks than its pack member (train losses 5% apart for a
@@ -14,11 +15,13 @@ is not, in two ways, both seen on an H200 with torch 2.11 (``benchmarks/RESULTS.
   randomness with a batched tensor input"); PyTorch's math kernel under ``vmap`` and bf16
   autocast failed in its backward ("expected input and grad types to match").
 
-So on CUDA every trial, packed or not, runs (``exact_on``): dropout as ``bernoulli_`` (the
-formula of PyTorch's CPU kernel and of vmap's rule: mask ~ Bernoulli(1 - p), output = input x
-mask x 1/(1 - p); registered once per process for the CUDA dispatch key), and the model's
+So on CUDA every trial that may share a pack (``pack.packable``), packed or not, runs
+(``exact_on``): dropout as ``bernoulli_`` (mask ~ Bernoulli(1 - p), output = input x mask x
+1/(1 - p); registered once per process for the CUDA dispatch key), which is what a pack's
+member draws from its seed's stream (``reinit_tune.training.pack_dropout``), and the model's
 eager attention (softmax and dropout as separate operators, which autocast and ``vmap`` both
-handle). Elsewhere nothing changes.
+handle). Trials that never share a pack (probing, sequential transfer, QA) keep the fused
+kernels. Elsewhere nothing changes.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ what the uninterrupted run would have.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import math
@@ -77,6 +78,9 @@ class TrainSetup:
     device: str
     precision: str  # what actually ran: "bf16" or "fp32"
     notes: list[str] = field(default_factory=list)
+    # Seconds from the start of training to its first step that no epoch's time counts
+    # (a pack's members copied into its buffers and onto the device)
+    setup_s: float = 0.0
     # Inside ``on_epoch``: the resumable state after the epoch just reported (see
     # ``training_state``); a getter, so epochs that are not checkpointed pay nothing.
     state: Callable[[], dict] | None = None
@@ -288,6 +292,7 @@ def train(
     resume: dict | None = None,
     log_every: int = 0,
     every_epoch: bool = True,
+    exact: bool = True,
 ) -> tuple[list[EpochResult], TrainSetup]:
     """Train ``objective`` for ``opt.epochs`` epochs and evaluate it after every epoch, or,
     with ``every_epoch=False``, after the last one only (then the other epochs' results have
@@ -297,6 +302,9 @@ def train(
     continues at epoch e+1 and only epochs e+1.. are returned and passed to ``on_epoch``.
     ``log_every`` > 0 records the loss of every log_every-th step (``EpochResult.steps``);
     the losses stay on the device until the epoch ends, so logging costs no synchronization.
+    ``exact``: on a CUDA device, run eager attention and ``bernoulli_`` dropout, so the
+    trial draws what its member of a trial pack draws (``reinit_tune.training.exact``); a
+    trial that never runs in a pack (``pack.packable``) runs the fused kernels instead.
     """
     accelerator, setup = make_accelerator(use_gpu, opt.precision)
     if accelerator.device.type == "cpu":
@@ -329,7 +337,8 @@ def train(
     device = accelerator.device
     extra_train_s, extra_eval_s = objective.first_epoch_extra_s
     results: list[EpochResult] = []
-    with exact_on(device, [accelerator.unwrap_model(objective.module)]):
+    with (exact_on(device, [accelerator.unwrap_model(objective.module)]) if exact
+          else contextlib.nullcontext()):
         for epoch in range(1 + (resume["epoch"] if resume else 0), opt.epochs + 1):
             objective.module.train()
             start = time.perf_counter()

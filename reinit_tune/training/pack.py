@@ -1,52 +1,41 @@
-"""Trial packs: the finetuning trials of one seed trained as one fused model, computing what
-each would compute run alone.
+"""Trial packs: finetuning trials trained as one fused model, each computing what it would
+compute run alone.
 
-Trials that share everything but their surgery (``pack_key``: task, seed, train size,
-epochs, batch, learning rate and schedule, precision, model, sequence length, batching) draw
-the same train subset, the same batch order and the same dropout stream; they differ only in
-their starting weights and, with 003 App. E's multiplier, in the learning rate of some
-layers. ``train_pack`` runs M such members with one forward and one backward per step over
-the shared batch: every member keeps its own weights, gradients, gradient clipping (norm 1.0
-per member, as run_glue), AdamW moments and learning rates, and gets its own per-epoch train
-loss and dev scores (evaluation is fused too). A member whose loss stops being finite is
-reported as diverged with the loop's message and dropped; the others go on.
+Trials that share their training recipe (``pack_key``: task, train size, epochs, batch,
+learning rate and schedule, precision, model, sequence length, batching) may share a pack
+whatever their surgery, and, for the BERT family (``mixes_seeds``), whatever their seed. A
+member keeps everything its trial has alone: its weights, gradients, gradient clipping (norm
+1.0 per member, as run_glue), AdamW moments and learning rates, its seed's train subset and
+batch order (each seed's own ``batch_loader``) and its seed's dropout stream
+(``reinit_tune.training.pack_dropout``). ``train_pack`` runs M members with one forward and
+one backward per step: each step takes every seed's next batch, pads them to a common length
+(right padding that the attention mask hides, so no real token sees it) and gives each
+member its seed's batch. Evaluation is fused too (every member scores the same dev
+batches). A member whose loss stops being finite is reported as diverged with the loop's
+message and reported no further; the others go on.
 
 This module owns the fused training and evaluation and the rule of what may share a pack
 (``pack_key``, ``packable``); ``reinit_tune.sweep.packs`` runs a pack as a sweep trial.
 
-Design: ``torch.func`` (``stack_module_state`` + ``functional_call`` + ``vmap(randomness=
-"same")``) over the model's own code, not member-stacked modules. Why:
+Design: ``torch.func`` (``functional_call`` + ``vmap``) over the model's own code, not
+member-stacked modules. It runs every supported architecture (``reinit_tune.model.stacks``)
+unchanged, with no second implementation whose numbers could drift from the unpacked one.
+Dropout is where exactness is won or lost: in a BERT-family pack every dropout call draws,
+per seed, the mask that seed's trial draws alone, of that trial's own shape (``pack_dropout``;
+the template runs the model's eager attention, whose attention dropout is a plain dropout
+call). Other architectures pack one seed at a time and draw under ``vmap(randomness="same")``
+from the global generator seeded as the trial seeds it (their dropout need not be
+``F.dropout``). On CUDA an unpacked packable trial runs eager attention and ``bernoulli_``
+dropout (``reinit_tune.training.exact``), so its masks are the ones its pack member draws.
 
-- It is exact where it matters most, dropout. The unpacked loop seeds the global RNG once per
-  trial (``derive_seed(seed, "dropout")``) and every dropout call of every step draws its
-  mask from it. Under ``vmap(randomness="same")`` each dropout call draws one mask of the
-  unbatched shape from the same global RNG and applies it to every member, so the draws and
-  their order are those of an unpacked run: member m gets exactly the masks trial m gets
-  alone, and the RNG state after a step is the one after an unpacked step (checked on
-  torch 2.13 CPU, with the SDPA attention whose dropout runs inside the attention op;
-  ``tests/training/test_pack.py`` compares whole runs). On CUDA this holds because every
-  CUDA trial, packed or not, runs eager attention and ``bernoulli_`` dropout
-  (``reinit_tune.training.exact``: CUDA's own dropout and fused attention kernels draw
-  differently from vmap's rule; measured on an H200, pack against members apart within
-  1.7e-7 in fp32). Member-stacked modules would have to reproduce that per-shape draw order
-  by hand in every dropout site.
-- It runs every supported architecture (``reinit_tune.model.stacks``) unchanged: no
-  per-architecture rewrite of attention, norms and embeddings that member-stacked modules
-  need, and no second implementation whose numbers could drift from the unpacked one.
-- Its cost: there is no vmap batching rule for the CPU SDPA kernel, so on the CPU attention
-  falls back to a per-member loop inside the fused step; on CUDA nothing falls back, but
-  attention is eager (2.3-2.7x the fused kernel's time for attention alone on an H200, and
-  still faster than a per-member loop of the fused kernel). The matmuls, norms, embeddings,
-  losses and the optimizer are batched over members. Measured in ``benchmarks/RESULTS.md``
-  (``bench_pack.py`` on CPUs; ``bench_gpu.py`` and ``gpu_checks.py`` on an H200: a 13-member
-  bert-base pack ran 10.8x one trial per GPU at 500 examples).
-
-The optimizer is AdamW written over the stacked tensors (run_glue's betas 0.9/0.999, eps
-1e-8, no weight decay) with a learning rate per member and parameter: the same update as the
-loop's fused AdamW up to float rounding. As in the loop, only the word-embedding rows the
-training subset reaches get optimizer state (``VocabRows``' argument: every other row has a
-zero gradient, so AdamW leaves it bit-identical), and the gradient norm is taken over what
-the optimizer holds. Packs do not checkpoint: a retried pack starts over.
+Parameters live in one flat ``(members, P)`` buffer (the model's tensors are views of it in
+the forward pass), so the optimizer is torch's fused AdamW (run_glue's betas 0.9/0.999, eps
+1e-8, no weight decay: the unpacked loop's kernel) over one tensor, or over each member's
+runs of equal learning rate where 003 App. E's multiplier gives layers their own; clipping
+is two whole-buffer operations. As in the loop, only the word-embedding rows the members'
+training data reach get optimizer state (``VocabRows``' argument: every other row has a zero
+gradient, so AdamW leaves it bit-identical), and the gradient norm is taken over what the
+optimizer holds. Packs do not checkpoint: a retried pack starts over.
 """
 
 from __future__ import annotations
@@ -57,18 +46,20 @@ import dataclasses
 import math
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
 from torch import nn
-from torch.func import functional_call, stack_module_state, vmap
+from torch.func import functional_call, vmap
 
 from reinit_tune import metrics
 from reinit_tune.config import TrialConfig
 from reinit_tune.data import Encoded
 from reinit_tune.hardware import eval_batch_size
+from reinit_tune.model.shape import model_type
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
 from reinit_tune.training.exact import exact_on
@@ -81,25 +72,39 @@ from reinit_tune.training.loop import (
     batch_loader,
     eval_batches,
     make_accelerator,
+    make_optimizer,
+    make_scheduler,
     named_devs,
     retain_freed_memory,
     schedule_factor,
 )
+from reinit_tune.training.pack_dropout import DropoutStreams, intercept
 from reinit_tune.training.vocab_rows import MAX_SHARE
 
 # The TrialConfig fields in which members of one pack may differ: their surgery, its learning
-# rate multiplier, and the family that names them. Every other field (model, task, train size,
-# seed, epochs, batch, lr, schedule and warmup, precision, sequence length, batching, and
-# ``init_scheme``, which only changes drawn weights but keeps a pack to one scheme) must be
-# equal: a field added later is then part of the key until someone shows it need not be.
-MEMBER_FIELDS = ("experiment", "reinit_layers", "reinit_heads", "layer_order",
+# rate multiplier, the family that names them, and (``mixes_seeds``) the seed. Every other
+# field (model, task, train size, epochs, batch, lr, schedule and warmup, precision, sequence
+# length, batching, and ``init_scheme``, which only changes drawn weights but keeps a pack to
+# one scheme) must be equal: a field added later is then part of the key until someone shows
+# it need not be.
+MEMBER_FIELDS = ("experiment", "seed", "reinit_layers", "reinit_heads", "layer_order",
                  "preserve_layernorm", "reinit_lr_multiplier")
 PACK_FIELDS = tuple(f.name for f in dataclasses.fields(TrialConfig)
                     if f.name not in MEMBER_FIELDS)
+# Model types whose transformers code pads, masks and drops out as BERT's does (batch-first
+# activations, a 4-D additive mask taken as given, eager attention, ``nn.Dropout``): their
+# packs may mix seeds (``pack_dropout``).
+SEED_MIXING_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})
 
-BETAS = (0.9, 0.999)
-EPS = 1e-8
-CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s
+
+@lru_cache(maxsize=64)
+def mixes_seeds(model: str) -> bool:
+    """Whether packs of ``model`` may hold several seeds (its type is in
+    ``SEED_MIXING_TYPES``; a model whose type cannot be told here packs one seed at a time)."""
+    try:
+        return model_type(model) in SEED_MIXING_TYPES
+    except Exception:  # noqa: BLE001 - an unreadable model is refused elsewhere; pack alone
+        return False
 
 
 def packable(config: TrialConfig) -> bool:
@@ -111,11 +116,13 @@ def packable(config: TrialConfig) -> bool:
 
 
 def pack_key(config: TrialConfig) -> tuple:
-    """What configs must share to train in one pack (``PACK_FIELDS``' values). An unpackable
-    config (``packable``) gets a key of its own, so grouping by key leaves it alone."""
+    """What configs must share to train in one pack (``PACK_FIELDS``' values, and the seed
+    where the model cannot mix seeds). An unpackable config (``packable``) gets a key of its
+    own, so grouping by key leaves it alone."""
     if not packable(config):
         return ("unpacked", config.trial_id)
-    return tuple((name, getattr(config, name)) for name in PACK_FIELDS)
+    key = tuple((name, getattr(config, name)) for name in PACK_FIELDS)
+    return key if mixes_seeds(config.model) else (*key, ("seed", config.seed))
 
 
 def diverged_loss_text(epoch: int, train_loss: float, lr: float) -> str:
@@ -141,44 +148,93 @@ class MemberOutcome:
     weights: dict[str, torch.Tensor] | None = None  # with train_pack(keep_weights=True)
 
 
-def _member_lrs(model: nn.Module, config: TrialConfig) -> dict[str, float]:
+def member_lrs(model: nn.Module, config: TrialConfig) -> dict[str, float]:
     """Each parameter's base learning rate in ``config``'s trial (its optimizer group's)."""
     groups = param_groups(model, config.lr, config.reinit_layers, config.reinit_lr_multiplier)
     by_id = {id(p): g["lr"] for g in groups for p in g["params"]}
     return {name: by_id[id(p)] for name, p in model.named_parameters() if id(p) in by_id}
 
 
-def _embedding_rows(model: nn.Module, train: Encoded, names: dict[int, str]
-                    ) -> tuple[str, torch.Tensor] | None:
-    """(name, rows) of the word-embedding matrix whose reachable rows alone get optimizer
-    state, or None where the loop's ``VocabRows`` would not apply."""
+def embedding_rows(model: nn.Module, trains: Iterable[Encoded]) -> tuple[str, torch.Tensor] | None:
+    """(name, rows) of the word-embedding matrix whose rows reached by any of ``trains``
+    alone get optimizer state, or None where the loop's ``VocabRows`` would not apply. A row
+    one member's data reaches and another's does not has a zero gradient in the other, so
+    its update there is zero: exact for every member."""
     weight = getattr(model.get_input_embeddings(), "weight", None)
+    names = {id(p): n for n, p in model.named_parameters()}
     if weight is None or not weight.requires_grad or id(weight) not in names:
         return None
     output = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if output is not None and getattr(output, "weight", None) is weight:
         return None
-    used = np.unique(np.fromiter((t for ids in train.input_ids for t in ids), dtype=np.int64))
+    used = np.unique(np.fromiter((t for train in trains for ids in train.input_ids
+                                  for t in ids), dtype=np.int64))
     if len(used) > MAX_SHARE * weight.shape[0]:
         return None
     return names[id(weight)], torch.from_numpy(used)
 
 
 class FusedMembers:
-    """M models of one architecture as stacked tensors, run through the first one's code."""
+    """M models of one architecture as one flat parameter buffer, run through the first
+    one's code. ``add`` copies member i's weights in (so only one member at a time need
+    exist outside the buffer); ``rows`` names the word-embedding matrix kept out of the
+    buffer, whose reachable rows the optimizer holds on their own."""
 
-    def __init__(self, models: list[nn.Module], device: torch.device):
-        self.template = copy.deepcopy(models[0]).to("meta")
-        self.params, self.buffers = stack_module_state([m.to(device) for m in models])
+    def __init__(self, first: nn.Module, members: int, device: torch.device,
+                 rows: str | None = None, eager: bool = False):
+        self.template = copy.deepcopy(first).to("meta")
+        if eager:
+            self.template.set_attn_implementation("eager")
+        self.members, self.device, self.rows_name = members, device, rows
+        params = dict(first.named_parameters())
+        self.names = [n for n, p in params.items() if n != rows]
+        self.shapes = {n: params[n].shape for n in params}
+        self.sizes = [params[n].numel() for n in self.names]
+        self.flat = torch.empty(members, sum(self.sizes), device=device)
+        self.table = (torch.empty(members, *params[rows].shape, device=device)
+                      if rows is not None else None)
+        self.buffers = {n: b.to(device) for n, b in first.named_buffers()}
+        self.added = 0
 
-    def keep(self, index: torch.Tensor) -> None:
-        """Drop every member not in ``index`` (positions in the stack)."""
-        self.params = {n: p.detach()[index].requires_grad_(p.requires_grad)
-                       for n, p in self.params.items()}
-        self.buffers = {n: b[index] for n, b in self.buffers.items()}
+    @torch.no_grad()
+    def add(self, model: nn.Module) -> None:
+        """Member ``self.added``'s weights, from ``model`` (which must share the first
+        member's buffers: they are held once)."""
+        i, params = self.added, dict(model.named_parameters())
+        offset = 0
+        for name, size in zip(self.names, self.sizes, strict=True):
+            self.flat[i, offset:offset + size].copy_(params[name].reshape(-1))
+            offset += size
+        if self.table is not None:
+            self.table[i].copy_(params[self.rows_name])
+        for name, buffer in model.named_buffers():
+            if not torch.equal(buffer.to(self.device), self.buffers[name]):
+                raise ValueError(f"train_pack: members differ in buffer {name}")
+        self.added += 1
 
-    def __call__(self, batch: dict[str, torch.Tensor], train: bool):
-        """The model's output of every member on the shared ``batch`` (fields stacked)."""
+    def start(self) -> None:
+        """After the last ``add``: the buffers become the leaves training differentiates."""
+        if self.added != self.members:
+            raise ValueError(f"train_pack: {self.added} of {self.members} members added")
+        self.flat.requires_grad_(True)
+        if self.table is not None:
+            self.table.requires_grad_(True)
+
+    def params(self) -> dict[str, torch.Tensor]:
+        """Every parameter of every member, ``(members, *shape)``: views of the buffers
+        inside the autograd graph, so a step's gradient lands in ``flat.grad`` whole."""
+        out = {name: piece.view(self.members, *self.shapes[name]) for name, piece in
+               zip(self.names, self.flat.split(self.sizes, dim=1), strict=True)}
+        if self.table is not None:
+            out[self.rows_name] = self.table
+        return out
+
+    def __call__(self, batch: dict[str, torch.Tensor], train: bool, per_member: bool = False,
+                 randomness: str = "same"):
+        """Every member's (loss, logits) on ``batch``: one batch for all (``per_member``
+        False) or one per member (fields stacked on a first dimension of size M).
+        ``randomness``: vmap's (``"same"``: one draw of the global generator for every
+        member; ``"error"``: no draw may happen outside ``pack_dropout``)."""
         self.template.train(train)
 
         def one(params, buffers, batch):
@@ -186,91 +242,183 @@ class FusedMembers:
             return out.loss, out.logits
 
         with warnings.catch_warnings():
-            # functorch's notice that attention falls back to a loop over members (no CPU
-            # batching rule): expected, measured, and said in this module's docstring
+            # functorch's notice that an operator falls back to a loop over members
+            # (measured, and said in this module's docstring)
             warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
-            return vmap(one, in_dims=(0, 0, None), randomness="same")(
-                self.params, self.buffers, batch)
+            return vmap(one, in_dims=(0, None, 0 if per_member else None),
+                        randomness=randomness)(self.params(), self.buffers, batch)
 
     def member_state(self, i: int) -> dict[str, torch.Tensor]:
         """Member i's weights, named as in the model's ``state_dict``."""
-        return {n: t[i].detach() for n, t in {**self.params, **self.buffers}.items()}
+        with torch.no_grad():
+            state = {n: p[i].detach().clone() for n, p in self.params().items()}
+        return {**state, **{n: b.clone() for n, b in self.buffers.items()}}
 
 
-class StackedAdamW:
-    """AdamW over stacked parameters with one learning rate per (parameter, member), and
-    per-member gradient clipping; ``rows`` restricts one parameter's state to those rows."""
+def _runs(names: list[str], sizes: list[int], lrs: Mapping[str, float]
+          ) -> list[tuple[int, int, float]]:
+    """Contiguous (start, end, lr) spans of the flat buffer's row with one learning rate."""
+    runs: list[tuple[int, int, float]] = []
+    offset = 0
+    for name, size in zip(names, sizes, strict=True):
+        lr = lrs[name]
+        if runs and runs[-1][2] == lr:
+            runs[-1] = (runs[-1][0], offset + size, lr)
+        else:
+            runs.append((offset, offset + size, lr))
+        offset += size
+    return runs
 
-    def __init__(self, params: dict[str, torch.Tensor], base_lrs: dict[str, list[float]],
-                 rows: tuple[str, torch.Tensor] | None):
-        self.names = list(params)
-        self.base_lrs = base_lrs
-        self.rows = None if rows is None else (rows[0], rows[1].to(params[rows[0]].device))
-        self.step_count = 0
-        self.exp_avg: dict[str, torch.Tensor] = {}
-        self.exp_avg_sq: dict[str, torch.Tensor] = {}
-        for name in self.names:
-            shape = self._held(name, params[name].detach()).shape
-            zeros = torch.zeros(shape, dtype=params[name].dtype, device=params[name].device)
-            self.exp_avg[name], self.exp_avg_sq[name] = zeros, zeros.clone()
 
-    def _held(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
-        if self.rows is not None and name == self.rows[0]:
-            return tensor.index_select(1, self.rows[1])
-        return tensor
+class PackOptimizer:
+    """The unpacked loop's optimizer, for every member at once: per-member gradient
+    clipping to ``MAX_GRAD_NORM`` over what the optimizer holds, then torch's fused AdamW
+    (``loop.make_optimizer``) with the loop's schedule (``loop.make_scheduler``) at each
+    (member, parameter)'s own learning rate; ``rows`` restricts the embedding matrix's state
+    to those rows."""
 
-    def keep(self, index: torch.Tensor, keep_list: list[int]) -> None:
-        for state in (self.exp_avg, self.exp_avg_sq):
-            for name in self.names:
-                state[name] = state[name][index]
-        self.base_lrs = {n: [lrs[i] for i in keep_list] for n, lrs in self.base_lrs.items()}
+    def __init__(self, fused: FusedMembers, lrs: list[dict[str, float]],
+                 rows: torch.Tensor | None, opt: Optimization, total_steps: int):
+        self.fused = fused
+        self.rows = None if rows is None else rows.to(fused.device)
+        data = fused.flat.detach()
+        runs = [_runs(fused.names, fused.sizes, member) for member in lrs]
+        # (optimizer tensor, where its gradient is in flat.grad or the rows' gradient)
+        self.entries: list[tuple[torch.Tensor, tuple]] = []
+        groups: dict[float, list[torch.Tensor]] = {}
+        if all(r == runs[0] for r in runs) and len(runs[0]) == 1:
+            self.entries.append((data, ("flat",)))
+            groups.setdefault(runs[0][0][2], []).append(data)
+        else:
+            for m, member in enumerate(runs):
+                for start, end, lr in member:
+                    view = data[m, start:end]
+                    self.entries.append((view, ("flat", m, start, end)))
+                    groups.setdefault(lr, []).append(view)
+        self.table_rows = None
+        if self.rows is not None:
+            self.table_rows = fused.table.detach().index_select(1, self.rows)
+            table_lrs = {member[fused.rows_name] for member in lrs}
+            if len(table_lrs) == 1:
+                self.entries.append((self.table_rows, ("rows",)))
+                groups.setdefault(table_lrs.pop(), []).append(self.table_rows)
+            else:
+                for m, member in enumerate(lrs):
+                    view = self.table_rows[m]
+                    self.entries.append((view, ("rows", m)))
+                    groups.setdefault(member[fused.rows_name], []).append(view)
+        self.optimizer = make_optimizer([{"params": p, "lr": lr} for lr, p in groups.items()],
+                                        fused.device.type)
+        self.scheduler = make_scheduler(self.optimizer, opt, total_steps)
 
     @torch.no_grad()
-    def step(self, params: dict[str, torch.Tensor], factor: float) -> None:
-        """Clip each member's gradient to norm ``MAX_GRAD_NORM``, then one AdamW step at
-        ``base lr × factor`` (the schedule's factor of this step)."""
-        grads = {n: self._held(n, params[n].grad) for n in self.names if params[n].grad is not None}
-        members = next(iter(params.values())).shape[0]
-        # clip_grad_norm_: the norm of the per-tensor norms, coefficient clamped at 1
-        norms = torch.stack([g.reshape(members, -1).norm(dim=1) for g in grads.values()], 1)
-        coef = (MAX_GRAD_NORM / (norms.norm(dim=1) + CLIP_EPS)).clamp(max=1.0)
-        self.step_count += 1
-        correction1 = 1 - BETAS[0] ** self.step_count
-        correction2_sqrt = math.sqrt(1 - BETAS[1] ** self.step_count)
-        lr_tensors: dict[tuple[float, ...], torch.Tensor] = {}
-        for name, grad in grads.items():
-            view = (members,) + (1,) * (grad.dim() - 1)
-            grad.mul_(coef.view(view))
-            lrs = tuple(lr * factor for lr in self.base_lrs[name])  # as LambdaLR computes it
-            if lrs not in lr_tensors:
-                lr_tensors[lrs] = torch.tensor(lrs, dtype=grad.dtype, device=grad.device)
-            step_size = (lr_tensors[lrs] / correction1).view(view)
-            exp_avg, exp_avg_sq = self.exp_avg[name], self.exp_avg_sq[name]
-            exp_avg.lerp_(grad, 1 - BETAS[0])
-            exp_avg_sq.mul_(BETAS[1]).addcmul_(grad, grad, value=1 - BETAS[1])
-            denom = (exp_avg_sq.sqrt() / correction2_sqrt).add_(EPS)
-            update = exp_avg / denom * step_size
-            param = params[name]
-            if self.rows is not None and name == self.rows[0]:
-                param.index_add_(1, self.rows[1], -update)
+    def step(self) -> None:
+        """Clip each member's gradient, take one AdamW step, move the schedule on."""
+        fused = self.fused
+        flat_grad = fused.flat.grad
+        norms = [torch.linalg.vector_norm(flat_grad, dim=1)]
+        rows_grad = None
+        if self.rows is not None:
+            rows_grad = fused.table.grad.index_select(1, self.rows)
+            fused.table.grad = None
+            norms.append(torch.linalg.vector_norm(rows_grad.flatten(1), dim=1))
+        # clip_grad_norm_: the norm of what is held, coefficient clamped at 1
+        total = torch.linalg.vector_norm(torch.stack(norms, 1), dim=1)
+        coef = (MAX_GRAD_NORM / (total + 1e-6)).clamp(max=1.0)
+        flat_grad.mul_(coef[:, None])
+        if rows_grad is not None:
+            rows_grad.mul_(coef.view(-1, *(1,) * (rows_grad.dim() - 1)))
+        for tensor, (kind, *where) in self.entries:
+            source = flat_grad if kind == "flat" else rows_grad
+            if not where:
+                tensor.grad = source
+            elif kind == "flat":
+                m, start, end = where
+                tensor.grad = source[m, start:end]
             else:
-                param.sub_(update)
-        for name in self.names:
-            params[name].grad = None
+                tensor.grad = source[where[0]]
+        self.optimizer.step()
+        if self.rows is not None:
+            fused.table.detach().index_copy_(1, self.rows, self.table_rows)
+        self.scheduler.step()
+        for tensor, _ in self.entries:
+            tensor.grad = None
+        fused.flat.grad = None
+
+
+def _pad(batch: dict[str, torch.Tensor], length: int, pad_id: int) -> dict[str, torch.Tensor]:
+    """``batch`` right-padded to ``length`` tokens (ids with ``pad_id``, masks and segment
+    ids with 0): what ``Encoded.collate`` pads with."""
+    extra = length - batch["input_ids"].shape[1]
+    if extra == 0:
+        return batch
+    out = dict(batch)
+    for name in ("input_ids", "attention_mask", "token_type_ids"):
+        if name in batch:
+            value = pad_id if name == "input_ids" else 0
+            out[name] = torch.nn.functional.pad(batch[name], (0, extra), value=value)
+    return out
+
+
+def additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A 2-D padding mask as the 4-D additive mask eager attention adds to its scores: 0
+    where a key is attended, the dtype's lowest value where it is padding (what
+    transformers' ``eager_mask`` builds; passed 4-D, the model takes it as given)."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(
+        mask == 0, torch.finfo(dtype).min)[..., None, None, :]
+
+
+class SeedBatches:
+    """The training steps of a pack: each seed's own batches (its ``batch_loader``, as its
+    trial draws them), padded per step to the longest, stacked per member. Iterating yields
+    (batch, each seed's length, the padded length, each seed's real tokens); with one seed
+    the batch is that seed's own, shared by every member."""
+
+    def __init__(self, trains: Sequence[Encoded], seeds: Sequence[int], opt: Optimization,
+                 member_seed: Sequence[int], device: torch.device):
+        self.trains = list(trains)
+        self.loaders = [batch_loader(len(t), opt.batch_size, s, collate=t.collate,
+                                     lengths=t.lengths.tolist() if opt.length_grouped else None)
+                        for t, s in zip(self.trains, seeds, strict=True)]
+        if len({len(loader) for loader in self.loaders}) != 1:
+            raise ValueError("train_pack: the seeds' train subsets differ in size")
+        self.index = torch.tensor(list(member_seed), dtype=torch.long)
+        self.device = device
+
+    def __len__(self) -> int:
+        return len(self.loaders[0])
+
+    def __iter__(self):
+        for batches in zip(*self.loaders, strict=True):
+            lengths = [b["input_ids"].shape[1] for b in batches]
+            padded = max(lengths)
+            tokens = [int(b["attention_mask"].sum()) for b in batches]
+            if len(batches) == 1:  # one batch for every member, as its trials see it
+                yield ({k: v.to(self.device, non_blocking=True) for k, v in batches[0].items()},
+                       lengths, padded, tokens)
+                continue
+            stacked = {name: torch.stack([_pad(b, padded, t.pad_id)[name] for b, t in
+                                          zip(batches, self.trains, strict=True)])
+                       for name in batches[0]}
+            stacked["attention_mask"] = additive_mask(stacked["attention_mask"])
+            members = {k: v.index_select(0, self.index) for k, v in stacked.items()}
+            yield ({k: v.to(self.device, non_blocking=True) for k, v in members.items()},
+                   lengths, padded, tokens)
 
 
 def _evaluate_members(fused: FusedMembers, devs: dict[str, Encoded], task: str,
-                      device: torch.device, live: int, bf16: bool
+                      device: torch.device, bf16: bool
                       ) -> list[tuple[float, dict[str, float]]]:
     """``finetune.evaluate`` of every member over every dev split, fused: (dev loss of the
     first split, scores) per member. With ``bf16`` the forward runs under autocast, as the
     unpacked model's does (Accelerate wraps its forward for training and evaluation alike)."""
     spec = get_task(task)
-    losses: list[list[float]] = [[] for _ in range(live)]
-    scores: list[dict[str, float]] = [{} for _ in range(live)]
+    members = fused.members
+    losses: list[list[float]] = [[] for _ in range(members)]
+    scores: list[dict[str, float]] = [{} for _ in range(members)]
     for split, dev in devs.items():
         batches = eval_batches(dev.lengths, eval_batch_size(device.type))
-        outputs, loss_sum = [], torch.zeros(live, device=device)
+        outputs, loss_sum = [], torch.zeros(members, device=device)
         with torch.no_grad(), (torch.autocast(device.type, dtype=torch.bfloat16) if bf16
                                else contextlib.nullcontext()):
             for idx in batches:
@@ -283,18 +431,29 @@ def _evaluate_members(fused: FusedMembers, devs: dict[str, Encoded], task: str,
         labels = dev.labels[order]
         names = spec.split_metrics(split)
         sums = loss_sum.tolist()
-        for m in range(live):
+        for m in range(members):
             preds = logits[m, :, 0] if spec.is_regression else logits[m].argmax(axis=-1)
-            values = metrics.compute(task, preds, labels).values()
+            with np.errstate(invalid="ignore"):  # a diverged member's NaN logits
+                values = metrics.compute(task, preds, labels).values()
             scores[m].update(dict(zip(names, values, strict=True)))
             losses[m].append(sums[m] / len(dev))
-    return [(losses[m][0], scores[m]) for m in range(live)]
+    return [(losses[m][0], scores[m]) for m in range(members)]
+
+
+def _as_trains(train_split: Encoded | Mapping[int, Encoded], seeds: list[int]
+               ) -> list[Encoded]:
+    if isinstance(train_split, Encoded):
+        if len(seeds) != 1:
+            raise ValueError("train_pack: members of several seeds need each seed's train "
+                             "subset (a mapping seed -> Encoded)")
+        return [train_split]
+    return [train_split[s] for s in seeds]
 
 
 def train_pack(
-    models: list[nn.Module],
+    models: Iterable[nn.Module],
     configs: list[TrialConfig],
-    train_split: Encoded,
+    train_split: Encoded | Mapping[int, Encoded],
     dev: Encoded | Mapping[str, Encoded],
     *,
     use_gpu: bool = True,
@@ -304,118 +463,115 @@ def train_pack(
     keep_weights: bool = False,
 ) -> tuple[list[MemberOutcome], TrainSetup]:
     """Finetune ``models`` (member i built from ``configs[i]``, all of one ``pack_key``) as
-    one pack on ``train_split``; evaluate on the dev split(s) after every epoch, or after the
-    last one with ``every_epoch=False``. ``on_epoch(i, result, setup)`` gets member i's
-    result of each epoch it finished. Returns each member's outcome, in ``configs`` order,
-    with its final weights when ``keep_weights`` and it did not diverge.
+    one pack; ``train_split`` is each seed's train subset (a mapping seed -> split; one split
+    where every member has one seed). ``models`` may be a generator: each model is copied
+    into the pack and can be dropped before the next is built. Evaluate on the dev split(s)
+    after every epoch, or after the last one with ``every_epoch=False``. ``on_epoch(i,
+    result, setup)`` gets member i's result of each epoch it finished. Returns each member's
+    outcome, in ``configs`` order, with its final weights when ``keep_weights`` and it did
+    not diverge.
 
     An epoch's ``train_time_s`` and ``eval_time_s`` are the pack's wall time divided among
     the members it ran (each member's share of the device)."""
     keys = {pack_key(c) for c in configs}
     if len(keys) != 1 or not all(packable(c) for c in configs):
         raise ValueError("train_pack: the configs do not share one pack_key")
-    if len(models) != len(configs):
-        raise ValueError("train_pack: one model per config")
+    began = time.perf_counter()
     opt = Optimization.of(configs[0])
+    seeds = list(dict.fromkeys(c.seed for c in configs))
+    member_seed = [seeds.index(c.seed) for c in configs]
+    trains = _as_trains(train_split, seeds)
     task = configs[0].task
     devs = named_devs(task, dev)
     accelerator, setup = make_accelerator(use_gpu, opt.precision)
     device = accelerator.device
     if device.type == "cpu":
         retain_freed_memory()
-    torch.manual_seed(derive_seed(opt.seed, "dropout"))  # the loop's one dropout stream
-    loader = batch_loader(
-        len(train_split), opt.batch_size, opt.seed, collate=train_split.collate,
-        lengths=train_split.lengths.tolist() if opt.length_grouped else None,
-    )
-    names = {id(p): n for n, p in models[0].named_parameters()}
-    member_lrs = [_member_lrs(m, c) for m, c in zip(models, configs, strict=True)]
-    rows = _embedding_rows(models[0], train_split, names)
-    fused = FusedMembers(models, device)
-    trained = [n for n in fused.params if n in member_lrs[0]]
-    for name, p in fused.params.items():
-        p.requires_grad_(name in trained)
-    adamw = StackedAdamW({n: fused.params[n] for n in trained},
-                         {n: [lrs[n] for lrs in member_lrs] for n in trained}, rows)
-    total_steps = opt.epochs * len(loader)
+    streams_wanted = mixes_seeds(configs[0].model)
+    models = iter(models)
+    first = next(models)
+    rows = embedding_rows(first, trains)
+    fused = FusedMembers(first, len(configs), device, rows=None if rows is None else rows[0],
+                         eager=streams_wanted)
+    lrs = []
+    for config, model in zip(configs, _chain(first, models), strict=True):
+        lrs.append(member_lrs(model, config))
+        fused.add(model)
+    del first, model
+    fused.start()
+    batches = SeedBatches(trains, seeds, opt, member_seed, device)
+    total_steps = opt.epochs * len(batches)
+    optimizer = PackOptimizer(fused, lrs, None if rows is None else rows[1], opt, total_steps)
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
-                if setup.precision == "bf16" else None)
-    live = list(range(len(configs)))  # config positions of the members still training
+                if setup.precision == "bf16" else contextlib.nullcontext())
+    streams = DropoutStreams.of([derive_seed(s, "dropout") for s in seeds], member_seed, device)
+    if not streams_wanted:  # one seed: the model's own dropout draws from the trial's stream
+        torch.manual_seed(derive_seed(seeds[0], "dropout"))
+    setup.setup_s = time.perf_counter() - began
+    live = set(range(len(configs)))  # members still training (the dead ones are not reported)
     outcomes = [MemberOutcome([]) for _ in configs]
     step = 0
-    with exact_on(device, [fused.template]):
+    with (contextlib.nullcontext() if streams_wanted else exact_on(device, [fused.template])):
         for epoch in range(1, opt.epochs + 1):
             start = time.perf_counter()
-            loss_sum = torch.zeros(len(live), device=device)
-            tokens = 0
+            loss_sum = torch.zeros(len(configs), device=device)
+            seed_tokens = [0] * len(seeds)
             logged: list[tuple[int, torch.Tensor, float]] = []
-            for batch in loader:
-                factor = schedule_factor(step, total_steps, opt.schedule, opt.warmup_ratio)
-                tokens += int(batch["attention_mask"].sum())
-                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-                if autocast is not None:
-                    with autocast:
-                        losses, _ = fused(batch, train=True)
-                    losses = losses.float()
-                else:
-                    losses, _ = fused(batch, train=True)
+            for batch, lengths, padded, tokens in batches:
+                seed_tokens = [a + b for a, b in zip(seed_tokens, tokens, strict=True)]
+                streams.lengths, streams.padded = lengths, padded
+                with autocast, (intercept(streams) if streams_wanted
+                                else contextlib.nullcontext()):
+                    losses, _ = fused(batch, train=True, per_member=len(seeds) > 1,
+                                      randomness="error" if streams_wanted else "same")
+                losses = losses.float()
                 losses.sum().backward()  # members are independent: each gets its own gradient
-                adamw.step({n: fused.params[n] for n in trained}, factor)
-                loss_sum += losses.detach().float()
+                lr = opt.lr * schedule_factor(step, total_steps, opt.schedule, opt.warmup_ratio)
+                optimizer.step()
+                loss_sum += losses.detach()
                 step += 1
                 if log_every and step % log_every == 0:
-                    logged.append((step, losses.detach().float(), opt.lr * factor))
-            train_losses = [v / len(loader) for v in loss_sum.tolist()]  # the loop's division
+                    logged.append((step, losses.detach(), lr))
+            train_losses = [v / len(batches) for v in loss_sum.tolist()]  # the loop's division
             train_time = (time.perf_counter() - start) / len(live)
-            finite = [i for i, v in enumerate(train_losses) if math.isfinite(v)]
             for i, v in enumerate(train_losses):
-                if not math.isfinite(v):
-                    outcomes[live[i]].error = diverged_loss_text(epoch, v, opt.lr)
-            start = time.perf_counter()
-            if len(finite) < len(live):
-                _keep(fused, adamw, finite)
-                logged = [(s, v[finite], lr) for s, v, lr in logged]
-                train_losses = [train_losses[i] for i in finite]
-                live = [live[i] for i in finite]
+                if i in live and not math.isfinite(v):
+                    outcomes[i].error = diverged_loss_text(epoch, v, opt.lr)
+                    live.discard(i)
             if not live:
                 break
+            start = time.perf_counter()
             if every_epoch or epoch == opt.epochs:
-                evaluated = _evaluate_members(fused, devs, task, device, len(live),
-                                              bf16=autocast is not None)
+                evaluated = _evaluate_members(fused, devs, task, device,
+                                              bf16=setup.precision == "bf16")
             else:
-                evaluated = [(math.nan, {})] * len(live)
+                evaluated = [(math.nan, {})] * len(configs)
             eval_time = (time.perf_counter() - start) / len(live)
             step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
-            still = []
-            for i, member in enumerate(live):
+            for i in sorted(live):
                 eval_loss, scores = evaluated[i]
                 bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
                        if not math.isfinite(value)} if scores else {}
                 if bad:
-                    outcomes[member].error = diverged_eval_text(epoch, bad, train_losses[i])
+                    outcomes[i].error = diverged_eval_text(epoch, bad, train_losses[i])
+                    live.discard(i)
                     continue
-                still.append(i)
                 result = EpochResult(epoch, train_losses[i], eval_loss, scores, train_time,
-                                     eval_time, len(train_split), tokens,
+                                     eval_time, trains[member_seed[i]].num_examples,
+                                     seed_tokens[member_seed[i]],
                                      [(s, row[i], lr) for (s, _, lr), row in
                                       zip(logged, step_losses, strict=True)])
-                outcomes[member].results.append(result)
+                outcomes[i].results.append(result)
                 if on_epoch is not None:
-                    on_epoch(member, result, setup)
-            if len(still) < len(live):
-                _keep(fused, adamw, still)
-                live = [live[i] for i in still]
-                if not live:
-                    break
+                    on_epoch(i, result, setup)
+            if not live:
+                break
         if keep_weights:
-            for i, member in enumerate(live):
-                outcomes[member].weights = fused.member_state(i)
+            for i in live:
+                outcomes[i].weights = fused.member_state(i)
     return outcomes, setup
 
 
-def _keep(fused: FusedMembers, adamw: StackedAdamW, positions: list[int]) -> None:
-    """Go on with the members at ``positions`` of the live stack only."""
-    index = torch.tensor(positions, dtype=torch.long,
-                         device=next(iter(fused.params.values())).device)
-    fused.keep(index)
-    adamw.keep(index, positions)
+def _chain(first: nn.Module, rest: Iterable[nn.Module]) -> Iterable[nn.Module]:
+    yield first
+    yield from rest

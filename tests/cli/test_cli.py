@@ -168,3 +168,43 @@ def test_commands_that_read_a_store_refuse_what_is_not_one(capsys, tmp_path, com
     assert f"the nearest store below it: --results {nested}" in out
     code, out = cli(capsys, *command, "--results", str(tmp_path / "nothing"))
     assert code == 2 and "does not exist" in out
+
+
+@pytest.mark.parametrize("command", [["sweep", "progressive"], ["verdicts"], ["report"],
+                                     ["sweep", "variants"]])
+def test_help_shows_a_percent_sign_once(capsys, command):
+    """argparse %-formats help strings: a literal % is written once in the code and shown
+    once (never "95%%"), in --help and in the generated command reference."""
+    from docs.hooks import generated
+
+    with pytest.raises(SystemExit):
+        cli(capsys, *command, "--help")
+    out = capsys.readouterr().out
+    assert "%%" not in out
+    assert "%%" not in generated.cli_reference()
+    if command == ["sweep", "progressive"]:
+        assert "until the 95% interval of every paired contrast" in " ".join(out.split())
+
+
+def test_side_commands_refuse_bad_paths_in_one_line(capsys, tmp_path):
+    """``verdicts``, ``report``, ``compare`` and ``store`` check the paths they write (and
+    the models they read) before any work: one line naming the flag, exit 2, no traceback."""
+    example = REPO / "examples" / "embedded-minilm"
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a model")
+    cases = [
+        (["verdicts", "--results", str(example), "--json", str(tmp_path / "no" / "v.json")],
+         f"--json {tmp_path / 'no' / 'v.json'}: the folder {tmp_path / 'no'} does not exist"),
+        (["verdicts", "--results", str(example), "--json", str(tmp_path)],
+         f"--json {tmp_path}: is a folder; give a file name"),
+        (["report", "--results", str(example), "--out", str(a_file)],
+         f"--out {a_file}: is a file, not a folder"),
+        (["compare", str(a_file), str(a_file)], f"model_a {a_file}: not a saved model"),
+        (["store", "--results", str(example)],
+         f"reinit-tune store needs an action: `reinit-tune store check --results {example}`"),
+    ]
+    for argv, message in cases:
+        code, out = cli(capsys, *argv)
+        assert code == 2 and message in out and "Traceback" not in out, (argv, out)
+        assert len(out.strip().splitlines()) == 1, out
+    assert not (tmp_path / "no").exists()

@@ -21,7 +21,7 @@ import yaml
 from reinit_tune import store
 from reinit_tune.errors import InputError
 from reinit_tune.sweep import cluster
-from tests.helpers import NODE_RESOURCES, REPO, stored, two_node_cluster
+from tests.helpers import NODE_RESOURCES, REPO, ray_cluster, stored, two_node_cluster
 
 CLUSTER_YAML = REPO / "cluster.yaml"
 
@@ -138,11 +138,42 @@ def test_one_sweep_command_runs_across_two_nodes(tiny_bert, glue_dir, tmp_path):
     out = sweep.stdout + sweep.stderr
     assert sweep.returncode == 0, out[-4000:]
     assert f"joining the Ray cluster at RAY_ADDRESS={address}" in out
+    # --gpus-per-trial auto on a cluster without GPUs: CPU trials, said before they start
+    assert f"CPU trials: no GPU in the Ray cluster at {address}" in out
+    assert "CPU trials: one trial per Tune trial" in out
     assert "4 ran ok, 0 failed" in out
     trials = store.load_trials(results)
     assert len(trials) == 4 and set(trials["status"]) == {"ok"}
     assert set(trials["node_id"]) == set(nodes)  # both nodes ran trials
     assert (tmp_path / "tune").is_dir()  # Tune's storage_path was --storage
+
+
+@pytest.mark.ray
+def test_auto_gives_each_pack_a_gpu_on_a_cluster_whose_workers_have_gpus(tiny_bert, glue_dir,
+                                                                         tmp_path):
+    """A ``ray up``-like cluster: a head without GPUs and a worker declaring one. With no
+    GPU flag the sweep's trials ask for 1 GPU each, so they all run on that worker (this
+    machine has no CUDA: the trials themselves run on its CPU); the GPU's free memory is
+    asked of the worker, which has none to report, so trials run one per Tune trial."""
+    results = tmp_path / "results"
+    with ray_cluster(workers=1, worker_gpus=1) as nodes:
+        env = {**os.environ, "RAY_ADDRESS": nodes.address, "RAY_AUTH_MODE": "disabled",
+               "REINIT_TUNE_DATA": str(glue_dir)}
+        sweep = subprocess.run(
+            [sys.executable, "sweeps/progressive.py", "--model", tiny_bert, "--tasks", "rte",
+             "--sizes", "32", "--seeds", "1", "--epochs", "1", "--k", "0", "4",
+             "--results", str(results), "--storage", str(tmp_path / "tune"),
+             "--precision", "fp32"],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
+        worker = {i for i, res in nodes_of(nodes.address).items() if "GPU" in res}
+    out = sweep.stdout + sweep.stderr
+    assert sweep.returncode == 0, out[-4000:]
+    assert (f"GPU trials: 1 GPU per pack of trials (1 GPUs in the Ray cluster at "
+            f"{nodes.address}; --gpus-per-trial 0 runs on CPUs)") in out
+    assert "GPU trials: 1 GPU per Tune trial, one trial per Tune trial, 1 GPUs" in out
+    trials = store.load_trials(results)
+    assert len(trials) == 2 and set(trials["status"]) == {"ok"}
+    assert len(worker) == 1 and set(trials["node_id"]) == worker
 
 
 def test_an_address_that_is_not_ray_is_refused_within_30_s(tiny_bert, glue_dir, tmp_path):

@@ -135,3 +135,77 @@ def test_sequential_trials_add_each_intermediate_model_once(glue_dir):
     both = cost.estimate(finals, MINILM, glue_dir)
     assert both.trials == 2
     assert both.device_hours == pytest.approx(alone.device_hours + intermediate.device_hours)
+
+
+def test_gpu_sweeps_cost_the_packs_they_form(glue_dir):
+    """A pack of two or more costs ``PACK_SETUP_S`` more than its members' times, and the
+    hours are GPU-hours of packs; one-trial packs cost their trials only."""
+    coeffs = cost.Coefficients(step_s=0.004, token_s=4e-6, eval_token_s=2e-6, setup_s=0.5)
+    base = TrialConfig(EMBEDDED_MODEL, "sst2", train_size=500, epochs=3)
+    configs = [base.replace(seed=s, reinit_layers=tuple(range(k, 6)))
+               for s in range(3) for k in range(7)]
+    key = {(EMBEDDED_MODEL, base.precision): coeffs}
+    alone = cost.estimate(configs, MINILM, glue_dir, key)
+    packed = cost.estimate(configs, MINILM, glue_dir, key,
+                           packs=[configs[:11], configs[11:20], configs[20:]])
+    assert alone.packs == [] and packed.packs == [11, 9, 1]
+    assert packed.device_hours * 3600 == pytest.approx(
+        alone.device_hours * 3600 + 2 * cost.PACK_SETUP_S)
+    member = cost.trial_seconds(configs[0], coeffs, 6, glue_dir)
+    assert member == pytest.approx(cost.trial_seconds(configs[0], coeffs.__class__(
+        0.004, 4e-6, 2e-6), 6, glue_dir) - cost.TRIAL_SETUP_S + 0.5)
+    assert "GPU-hours" in str(packed) and "in the 3 packs the sweep forms (up to 11" in str(
+        packed)
+
+
+def gpu_hours(output: str) -> tuple[float, int, int]:
+    match = re.search(r"estimated cost: ([\d,.]+) GPU-hours for \d+ trials, in the (\d+) packs "
+                      r"the sweep forms \(up to (\d+) trials each\)", output)
+    assert match, output
+    return float(match.group(1).replace(",", "")), int(match.group(2)), int(match.group(3))
+
+
+def test_a_gpu_dry_run_estimates_the_packs_the_sweep_would_form(capsys, no_ray, monkeypatch):
+    """Without a GPU here: packs sized for the recorded GPU's memory, costed with its
+    per-member coefficients, and said so."""
+    from reinit_tune.sweep import packs
+
+    monkeypatch.delenv("REINIT_TUNE_DATA")
+    out = dry_run(capsys, "--gpus-per-trial", "1")
+    shape = model_shape("bert-base-uncased")
+    grid = Grid("bert-base-uncased", length_grouped=True, precision="bf16", on_gpu=True)
+    configs = families.get("progressive").configs(grid)
+    size = packs.resolve_pack_size("auto", configs, {"bert-base-uncased": shape}, 1,
+                                   free_bytes=lambda: cost.RECORDED_GPU_FREE)
+    formed = packs.group_packs(configs, size)
+    expected = cost.estimate(configs, {"bert-base-uncased": shape}, None,
+                             {("bert-base-uncased", "bf16"): cost.RECORDED_GPU[(12, 768, "bf16")]},
+                             every_epoch=False, packs=formed)
+    found, count, largest = gpu_hours(out)
+    assert found == pytest.approx(expected.device_hours, rel=1e-2)
+    assert (count, largest) == (len(formed), max(len(p) for p in formed)) and largest > 16
+    assert "recorded in packs" in out and "--dry-run --calibrate on the GPU node" in out
+    # one trial per Tune trial: no packs, and no GPU figure from a CPU core's table
+    single = dry_run(capsys, "--gpus-per-trial", "1", "--pack-size", "1")
+    assert "GPU-hours for" not in single and "not calibrated for GPUs" in single
+
+
+def test_a_gpu_dry_run_calibrates_a_pack_of_the_size_it_forms(capsys, no_ray, tiny_bert,
+                                                              monkeypatch):
+    from reinit_tune.sweep import preflight
+
+    monkeypatch.setattr(preflight, "check_local_gpus", lambda *a, **k: None)  # no GPU here
+    sizes = []
+    real = cost.calibrate_pack
+
+    def spy(shape, precision, members, use_gpu=True, **kwargs):
+        sizes.append(members)
+        return real(shape, precision, members, use_gpu=False, steps=2)
+
+    monkeypatch.setattr(cost, "calibrate_pack", spy)
+    out = dry_run(capsys, "--calibrate", "--gpus-per-trial", "1", "--pack-size", "4",
+                  "--model", tiny_bert, "--tasks", "rte", "--sizes", "100", "--seeds", "2",
+                  "--k", "0", "2", "4")
+    found, count, largest = gpu_hours(out)
+    assert sizes == [3] and (count, largest) == (2, 3) and found > 0  # 6 trials: 3 + 3
+    assert "calibrated here" in out

@@ -1,7 +1,8 @@
 """On a real GPU (``pytest -m gpu``; skipped without CUDA): two trials sharing one GPU through
 Ray Tune (with their GPU memory recorded), bf16 autocast on CUDA, the fused AdamW kernel and
 the reachable-row embedding updates on CUDA (against dense AdamW), checkpoint/resume on CUDA,
-a pack against its members apart on CUDA, and similarity on CUDA. ``python -m
+a pack of two seeds against its members apart on CUDA, the default command training packs
+on CUDA, and similarity on CUDA. ``python -m
 benchmarks.gpu_suite`` runs these and the GPU benchmarks together."""
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def test_two_trials_share_one_gpu_through_ray_tune(ray_local, tiny_bert, glue_di
                                                    capsys):
     code, out = cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte",
                     "--sizes", "64", "--seeds", "1", "--epochs", "1", "--k", "0", "4",
-                    "--gpus-per-trial", "0.5", "--data-dir", str(glue_dir), "--results",
-                    str(tmp_path), "--max-failures", "0")
+                    "--gpus-per-trial", "0.5", "--pack-size", "1", "--data-dir", str(glue_dir),
+                    "--results", str(tmp_path), "--max-failures", "0")
     assert code == 0, out[-3000:]
     trials = store.load_trials(tmp_path)
     assert len(trials) == 2 and set(trials["status"]) == {"ok"}
@@ -94,12 +95,13 @@ def test_checkpoint_and_resume_on_cuda(tiny_bert, glue_dir):
         4 * abs(again[-1]["score"] - whole[-1]["score"]), 1e-6)
 
 
-def test_a_pack_equals_its_members_apart_on_cuda(tiny_bert, glue_dir):
-    """Eager attention and bernoulli_ dropout on CUDA (``training.exact``): a pack draws
-    the dropout masks its members draw alone (1.7e-7 relative for a bert-base-shaped
-    model, ``benchmarks.gpu_checks``)."""
+def test_a_pack_of_two_seeds_equals_its_members_apart_on_cuda(tiny_bert, glue_dir):
+    """Eager attention and bernoulli_ dropout on CUDA (``training.exact``), each seed's own
+    dropout stream, subset and batches in the pack (``training.pack_dropout``): a pack draws
+    the dropout masks its members draw alone."""
     base = TrialConfig(tiny_bert, "rte", train_size=32, seed=1, epochs=2, lr=3e-4)
-    configs = [base.replace(reinit_layers=tuple(range(k, 4))) for k in (4, 3, 2, 1)]
+    configs = [base.replace(reinit_layers=tuple(range(k, 4)), seed=1 + k % 2)
+               for k in (4, 3, 2, 1)]
     packed = execute_pack(configs, data_dir=str(glue_dir), use_gpu=True)
     for config in configs:
         reports, error = packed[config.trial_id]
@@ -108,6 +110,18 @@ def test_a_pack_equals_its_members_apart_on_cuda(tiny_bert, glue_dir):
         for got, want in zip(reports, alone, strict=True):
             assert got["train_loss"] == pytest.approx(want["train_loss"], rel=1e-5)
             assert got["score"] == pytest.approx(want["score"], abs=1e-6)
+
+
+def test_the_default_command_trains_packs_on_cuda(tiny_bert, glue_dir, tmp_path, capsys):
+    code, out = cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte",
+                    "--sizes", "32", "--seeds", "2", "--epochs", "1", "--k", "0", "2", "4",
+                    "--data-dir", str(glue_dir), "--results", str(tmp_path),
+                    "--max-failures", "0")
+    assert code == 0, out[-3000:]
+    assert "GPU trials: 1 GPU per Tune trial, packs of up to 6 trials" in out, out[-3000:]
+    trials = store.load_trials(tmp_path)
+    assert len(trials) == 6 and set(trials["status"]) == {"ok"}
+    assert trials["device"].str.startswith("cuda").all()
 
 
 def test_similarity_on_cuda(tiny_bert, glue_dir):

@@ -158,13 +158,16 @@ def test_ten_thousand_word_texts_are_truncated_in_bounded_memory(tmp_path, tiny_
 
 def test_memory_cost_and_packs_count_parameters_one_way():
     """One parameter count (``ModelShape.parameter_count``): bert-base's 110M, less the
-    pooler; the pack estimate is 16 bytes of it per member plus activations."""
+    pooler; the pack estimate is 16 bytes of it per fp32 member plus activations (18 with
+    bf16's weight copies)."""
     from reinit_tune.sweep import cost, packs
 
     base = ModelShape(12, 12, 768)
     assert base.parameter_count() == pytest.approx(109.5e6, rel=0.01)
-    activations = packs.member_bytes(base, 1, 8) - 16 * base.parameter_count()
+    activations = packs.member_bytes(base, 1, 8, bf16=False) - 16 * base.parameter_count()
     assert 0 < activations < 16 * base.parameter_count() / 100
+    assert packs.member_bytes(base, 1, 8) - packs.member_bytes(base, 1, 8, bf16=False) == \
+        2 * base.parameter_count()
     large, note = cost.recorded_coefficients(ModelShape(24, 16, 1024), "fp32")
     recorded = cost.RECORDED[(12, 768, "fp32")]
     assert large.step_s == pytest.approx(

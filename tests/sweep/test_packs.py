@@ -26,14 +26,22 @@ def grid(model: str = "bert-base-uncased") -> list[TrialConfig]:
 
 
 def test_packs_hold_one_key_each_and_at_most_size_trials():
-    configs = grid()
+    configs = grid()  # 2 seeds x 13 surgeries: one key (a BERT's packs mix seeds)
     probe = configs[0].replace(probe_layer=3)
     found = group_packs([*configs, probe], 4)
-    assert sorted(len(p) for p in found) == [1, 1, 1, *[4] * 6]  # 13 = 4+4+4+1 per seed
+    assert sorted(len(p) for p in found) == [1, 3, 3, *[4] * 5]  # 26: 7 packs, even sizes
     assert [c for p in found for c in p if c is not probe] == configs  # order kept
     assert [probe] in found  # probing runs alone
-    for members in found:
-        assert len({c.seed for c in members}) == 1
+    assert any(len({c.seed for c in members}) == 2 for members in found)
+    assert sorted(len(p) for p in group_packs(configs, 13)) == [13, 13]
+    assert sorted(len(p) for p in group_packs(configs[:14], 13)) == [7, 7]  # not 13 + 1
+    # seeds on demand: a pack holds one group's trials of one seed
+    by_seed = group_packs(configs, 26, split=lambda c: c.seed)
+    assert [len(p) for p in by_seed] == [13, 13]
+    assert all(len({c.seed for c in members}) == 1 for members in by_seed)
+    # a model whose code is not BERT's packs one seed at a time
+    other = [c.replace(model="no/such-model") for c in configs]
+    assert all(len({c.seed for c in p}) == 1 for p in group_packs(other, 26))
     assert group_packs(configs, 1) == [[c] for c in configs]
     assert pack_id([configs[0]]) == configs[0].trial_id  # --pack-size 1 names trials as before
     assert pack_id(configs[:3]) != pack_id(configs[1:4])
@@ -41,20 +49,48 @@ def test_packs_hold_one_key_each_and_at_most_size_trials():
         group_packs(configs, 0)
 
 
-def test_auto_pack_size_is_1_on_cpus_and_fills_free_gpu_memory():
-    configs = grid()
+def test_under_seeds_on_demand_a_pack_holds_one_groups_trials_of_one_seed():
+    """Two groups that differ only in a member field (003 App. E's multiplier, as the
+    variants family has them) would share packs; closed, one would train on inside the
+    other's. Split by (group, seed), each pack is one group's trials of one seed."""
+    from reinit_tune.inference.sequential import SeedRule
+    from reinit_tune.sweep import seeds
+
+    base = TrialConfig("bert-base-uncased", "rte", train_size=500, epochs=3)
+    configs = [base.replace(seed=s, reinit_layers=tuple(range(k, 12)),
+                            reinit_lr_multiplier=m)
+               for m in (1.0, 5.0) for s in range(4) for k in (0, 6, 12)]
+    assert len(group_packs(configs, 100)) == 1  # one pack key: all of them, mixed
+    groups = seeds.groups_of(configs, SeedRule(0.02, 3, 4), "variants")
+    where = seeds.group_and_seed(groups)
+    found = group_packs(configs, 100, split=where)
+    assert len(found) == 2 * 4
+    for members in found:
+        assert len({where(c) for c in members}) == 1 and len(members) == 3
+
+
+def test_auto_pack_size_is_1_on_cpus_and_fills_the_free_gpu_memory_it_measured():
+    configs = grid() * 3  # 78 trials (ids repeat; sizing counts them)
     shapes = {"bert-base-uncased": BERT_BASE}
     assert resolve_pack_size("auto", configs, shapes, gpus_per_trial=0) == 1
     assert resolve_pack_size(3, configs, shapes, gpus_per_trial=0) == 3
     assert resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: None) == 1
-    each = packs.member_bytes(BERT_BASE, 8, 128)
+    assert configs[0].precision == "fp32"
+    each = packs.member_bytes(BERT_BASE, 8, 128, bf16=False)
     assert 1.5 * GIB < each < 3 * GIB  # ~110 M parameters x 16 bytes, plus activations
-    full = resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: 78 * GIB)
-    assert full == min(packs.MAX_AUTO_PACK, int(78 * GIB * packs.MEMORY_HEADROOM // each))
-    assert 8 <= full <= packs.MAX_AUTO_PACK
-    half = resolve_pack_size("auto", configs, shapes, 0.5, free_bytes=lambda: 24 * GIB)
-    assert half == members_that_fit(12 * GIB, BERT_BASE, 8, 128) < full
+    # no fixed cap: an H200's free memory holds far more than 16 bert-base members
+    h200 = resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: 139 * GIB)
+    assert h200 == int(139 * GIB * packs.MEMORY_HEADROOM // each) > 16
+    h100 = resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: 78 * GIB)
+    assert 16 < h100 < h200
+    half = resolve_pack_size("auto", configs, shapes, 0.5, free_bytes=lambda: 78 * GIB)
+    assert half == members_that_fit(39 * GIB, BERT_BASE, 8, 128, bf16=False) < h100
     assert members_that_fit(GIB // 10, BERT_BASE, 8, 128) == 1  # never 0
+    # several GPUs: no more per pack than spreads the trials over all of them
+    assert resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: 139 * GIB,
+                             gpus=8) == 10  # ceil(78 / 8)
+    bf16 = [c.replace(precision="bf16") for c in configs]
+    assert packs.fit_configs(bf16, shapes, 139 * GIB) < h200  # and its bf16 weight copies
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -79,6 +115,52 @@ def test_execute_pack_reports_each_member_as_its_unpacked_trial(tiny_bert, glue_
                         "data_fingerprint", "data_source", "data_subset", "device",
                         "precision_used"):
                 assert a[key] == b[key], key
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_a_pack_too_big_for_its_gpu_is_split_and_no_member_fails(tiny_bert, glue_dir,
+                                                                 monkeypatch):
+    """A pack that runs out of GPU memory trains again as two halves; one larger than the
+    worker's free memory holds trains as smaller packs from the start. Each split is said
+    once, every member ends as its trial alone would, and no epoch is reported twice."""
+    import torch
+
+    base = TrialConfig(tiny_bert, "rte", train_size=16, seed=2, epochs=2, lr=3e-4,
+                       max_seq_length=32)
+    configs = [base.replace(reinit_layers=tuple(range(k, 4)), seed=2 + k % 2)
+               for k in range(4)]
+    real = packs.train_pack
+    sizes = []
+
+    def tight(models, members, *args, on_epoch=None, **kwargs):
+        sizes.append(len(members))
+        if len(members) > 2:  # after member 0 reported its first epoch: a late OOM
+            real([next(iter(models))], members[:1], *args, **kwargs,
+                 on_epoch=lambda i, result, setup: result.epoch == 1 and on_epoch(0, result,
+                                                                                 setup))
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(models, members, *args, on_epoch=on_epoch, **kwargs)
+
+    monkeypatch.setattr(packs, "train_pack", tight)
+    seen, said = [], []
+    got = packs.execute_pack(configs, data_dir=str(glue_dir), use_gpu=False,
+                             report=lambda tid, record: seen.append((tid, record.epoch)),
+                             on_split=said.append)
+    assert sizes == [4, 2, 2]
+    assert said == ["a pack of 4 trials ran out of GPU memory; trained as packs of 2 and 2"]
+    assert sorted(seen) == sorted((c.trial_id, e) for c in configs for e in (1, 2))
+    assert all(error is None for _, error in got.values())
+
+    # larger than the worker's GPU holds: cut before anything trains
+    monkeypatch.setattr(packs, "train_pack", real)
+    monkeypatch.setattr(packs, "cuda_free_bytes", lambda: 1)
+    monkeypatch.setattr(packs, "fit_configs", lambda configs, shapes, free: 3)
+    said.clear()
+    got = packs.execute_pack(configs, data_dir=str(glue_dir), use_gpu=True,
+                             on_split=said.append)
+    assert said == ["a pack of 4 trials is more than this GPU's free memory holds (3); "
+                    "trained as 2 packs of up to 2"]
+    assert all(error is None for _, error in got.values()) and len(got) == 4
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -139,12 +221,31 @@ def test_a_packed_sweep_stores_what_an_unpacked_one_does(ray_local, tiny_bert, g
                                                              abs=1e-5)
 
 
-def test_sweep_help_says_which_trials_run_unpacked():
+def test_sweep_help_says_which_trials_run_unpacked_and_that_gpus_are_auto():
     from reinit_tune import families
     from reinit_tune.cli import sweep_parser
 
     text = " ".join(sweep_parser(families.get("progressive")).format_help().lower().split())
     assert "--pack-size" in text and "probing and sequential trials run unpacked" in text
+    assert "'auto' (the default) gives each pack 1 gpu where the cluster" in text
+
+
+def test_gpus_default_to_auto_which_is_cpus_on_a_machine_without_any(capsys, no_ray,
+                                                                   monkeypatch):
+    import torch
+
+    from tests.helpers import cli
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, out = cli(capsys, "sweep", "progressive", "--dry-run", "--sizes", "500")
+    assert code == 0 and "CPU trials: no GPU in " in out, out  # this machine, or a test's Ray
+    assert "device-hours for 1950 trials, one after another on 1 CPU core" in out
+    with pytest.raises(SystemExit) as bad:
+        cli(capsys, "sweep", "progressive", "--dry-run", "--gpus-per-trial", "many")
+    err = capsys.readouterr().err
+    assert bad.value.code == 2 and "--gpus-per-trial: give a number of GPUs (0: CPUs) or " \
+        "'auto', got 'many'" in err, err
 
 
 @pytest.mark.ray

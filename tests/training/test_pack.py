@@ -1,7 +1,9 @@
 """Trial packs: members trained fused compute what the same trials compute run
-apart through the single-trial path, dropout on: per-epoch train losses, dev losses and
-scores to 1e-5, and the final weights; which configs may share a pack; a diverging member
-is dropped alone; pack sizing for a GPU's free memory."""
+apart through the single-trial path, dropout on, with members of two seeds (their own train
+subsets, batch orders, padded lengths and dropout streams): per-epoch train losses, dev
+losses and scores to 1e-5, and the final weights; which configs may share a pack; a
+diverging member is dropped alone; the fused optimizer step against torch's AdamW and
+clipping run member by member."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from reinit_tune.model.build import build_model
 from reinit_tune.training import pack
 from reinit_tune.training.finetune import finetune_config
 from reinit_tune.training.pack import pack_key, packable, train_pack
+from reinit_tune.training.pack_dropout import intercept as real_intercept
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -22,48 +25,66 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def members(tiny_bert, glue_dir) -> list[TrialConfig]:
     # lr high enough that each epoch moves every weight; dropout on (BERT's 0.1); a
-    # progressive reinit, a permutation, a head reinit and 003 App. E's multiplier.
+    # progressive reinit, a permutation, a head reinit and 003 App. E's multiplier, at two
+    # seeds (seed 7's subset, batches and dropout masks are its own)
     base = TrialConfig(tiny_bert, "rte", train_size=24, seed=5, epochs=2, lr=3e-4,
-                       max_seq_length=32, batch_size=8)
+                       max_seq_length=96, batch_size=8)
     return [base.replace(reinit_layers=(2, 3)),
-            base.replace(layer_order=(3, 1, 2, 0)),
+            base.replace(layer_order=(3, 1, 2, 0), seed=7),
             base.replace(reinit_heads=((1, 2), (3, 0))),
-            base.replace(reinit_layers=(3,), reinit_lr_multiplier=5.0)]
+            base.replace(reinit_layers=(3,), reinit_lr_multiplier=5.0, seed=7)]
 
 
 @pytest.fixture(scope="module")
 def split(members, glue_dir):
-    c = members[0]
-    train, devs = data.train_and_devs(c.task, c.model, c.max_seq_length, c.train_size, c.seed,
-                                      str(glue_dir))
+    trains = {}
+    for c in members:
+        trains[c.seed], devs = data.train_and_devs(c.task, c.model, c.max_seq_length,
+                                                   c.train_size, c.seed, str(glue_dir))
     # 64 dev examples keep the test fast; both runs score the same ones
-    return train, {name: dev.select(range(64)) for name, dev in devs.items()}
+    return trains, {name: dev.select(range(64)) for name, dev in devs.items()}
 
 
 @pytest.fixture(scope="module")
 def apart(members, split):
     """Each member through the single-trial path (``finetune_config``, as ``execute``)."""
-    train, devs = split
+    trains, devs = split
     runs = []
     for config in members:
         model = build_model(config)
-        results, _ = finetune_config(model, train, devs, config, use_gpu=False)
+        results, _ = finetune_config(model, trains[config.seed], devs, config, use_gpu=False)
         runs.append((results, {k: v.detach().clone() for k, v in model.state_dict().items()},
                      torch.get_rng_state()))
     return runs
 
 
-def test_a_pack_equals_its_members_run_apart_with_dropout_on(members, split, apart):
-    train, devs = split
+def test_a_pack_equals_its_members_run_apart_with_dropout_on(members, split, apart,
+                                                             monkeypatch):
+    trains, devs = split
     models = [build_model(c) for c in members]
     dropout = models[0].config
     assert dropout.hidden_dropout_prob > 0 and dropout.attention_probs_dropout_prob > 0
+    # the seeds' batches really differ in length at some step: padding is exercised
+    padded = []
+    real = pack.SeedBatches.__iter__
+
+    def spy(self):
+        for step in real(self):
+            padded.append(step[1])
+            yield step
+
+    monkeypatch.setattr(pack.SeedBatches, "__iter__", spy)
+    streams = []
+    monkeypatch.setattr(pack, "intercept", lambda s: (streams.append(s), real_intercept(s))[1])
     seen = []
-    outcomes, setup = train_pack(models, members, train, devs, use_gpu=False,
+    outcomes, setup = train_pack(models, members, trains, devs, use_gpu=False,
                                  on_epoch=lambda i, r, s: seen.append((i, r.epoch)),
                                  keep_weights=True)
-    # the dropout stream: a pack drew exactly the random numbers each trial drew alone
-    assert all(torch.equal(torch.get_rng_state(), rng) for _, _, rng in apart)
+    assert any(len(set(lengths)) > 1 for lengths in padded)
+    # the dropout streams: each seed drew exactly the random numbers its trials drew alone
+    generators = streams[-1].generators
+    for (_, _, rng), config in zip(apart, members, strict=True):
+        assert torch.equal(generators[[5, 7].index(config.seed)].get_state(), rng)
     assert setup.device == "cpu" and setup.precision == "fp32"
     assert sorted(seen) == [(i, e) for i in range(4) for e in (1, 2)]
     worst = {"train_loss": 0.0, "eval_loss": 0.0, "metric": 0.0, "weight": 0.0}
@@ -94,12 +115,12 @@ def test_a_pack_equals_its_members_run_apart_with_dropout_on(members, split, apa
 
 
 def test_a_diverging_member_is_reported_and_dropped_alone(members, split, apart):
-    train, devs = split
+    trains, devs = split
     configs = members[:2]
     models = [build_model(c) for c in configs]
     with torch.no_grad():  # member 0 starts broken: its loss is NaN from the first step
         models[0].classifier.weight.fill_(math.nan)
-    outcomes, _ = train_pack(models, configs, train, devs, use_gpu=False)
+    outcomes, _ = train_pack(models, configs, trains, devs, use_gpu=False)
     assert outcomes[0].results == []
     assert outcomes[0].error.startswith("diverged: the training loss of epoch 1 is nan")
     assert outcomes[1].error is None
@@ -117,49 +138,98 @@ def test_pack_key_groups_what_shares_data_batches_dropout_and_optimizer(tiny_ber
             base.replace(reinit_layers=(2, 3), reinit_lr_multiplier=5.0),
             base.replace(preserve_layernorm=True)]
     assert {pack_key(c) for c in same} == {pack_key(base)}
-    for other in (base.replace(seed=6), base.replace(lr=1e-4), base.replace(train_size=32),
+    # a BERT's packs may mix seeds; a model whose code is not BERT's packs one seed
+    assert pack_key(base.replace(seed=6)) == pack_key(base)
+    assert pack.mixes_seeds(tiny_bert)
+    assert not pack.mixes_seeds("no/such-model")
+    for other in (base.replace(lr=1e-4), base.replace(train_size=32),
                   base.replace(epochs=2), base.replace(batch_size=16),
                   base.replace(precision="bf16"), base.replace(max_seq_length=64),
                   base.replace(length_grouped=False), base.replace(task="sst2"),
                   base.replace(schedule="slanted-triangular"),
                   base.replace(warmup_ratio=0.1), base.replace(init_scheme="authors-code")):
         assert pack_key(other) != pack_key(base)
-    assert {"model", "task", "train_size", "seed", "epochs", "batch_size", "lr", "schedule",
+    assert {"model", "task", "train_size", "epochs", "batch_size", "lr", "schedule",
             "warmup_ratio", "precision", "max_seq_length", "length_grouped",
             "init_scheme"} <= set(pack.PACK_FIELDS)
+    assert "seed" in pack.MEMBER_FIELDS
     probe, sequential = base.replace(probe_layer=2), base.replace(intermediate_task="sst2")
     squad = TrialConfig(tiny_bert, "squad_v2", train_size=24)
     for alone in (probe, sequential, squad):
         assert not packable(alone)
         assert pack_key(alone) != pack_key(alone.replace(experiment="x"))  # never shared
     with pytest.raises(ValueError, match="pack_key"):
-        train_pack([], [base, base.replace(seed=1)], None, {}, use_gpu=False)
+        train_pack([], [base, base.replace(lr=1.0)], None, {}, use_gpu=False)
 
 
-def test_the_stacked_adamw_clips_each_member_alone():
-    params = {"w": torch.zeros(2, 3, requires_grad=True)}
-    params["w"].grad = torch.tensor([[3.0, 4.0, 0.0], [0.3, 0.4, 0.0]])
-    adamw = pack.StackedAdamW(params, {"w": [1.0, 2.0]}, None)
-    adamw.step(params, factor=0.5)
-    # member 0: norm 5 clipped to 1; member 1: norm 0.5 kept. The first Adam step moves each
-    # entry with a gradient by lr (sign of the gradient), whatever its size.
-    grad0 = torch.tensor([3.0, 4.0, 0.0]) / (5 + 1e-6)
-    assert torch.allclose(adamw.exp_avg["w"][0], 0.1 * grad0)
-    assert torch.allclose(adamw.exp_avg["w"][1], 0.1 * torch.tensor([0.3, 0.4, 0.0]))
-    assert torch.allclose(params["w"].detach(), torch.tensor([[-0.5, -0.5, 0.0],
-                                                              [-1.0, -1.0, 0.0]]), atol=1e-4)
+def test_the_fused_optimizer_step_equals_adamw_and_clipping_member_by_member():
+    """One fused AdamW over the flat buffer (members at their own learning rates, 003 App.
+    E's multiplier on one layer, the embedding's reachable rows on their own) against
+    torch's AdamW and ``clip_grad_norm_`` run for each member alone, on the loop's
+    schedule."""
+    from torch import nn
+
+    from reinit_tune.training.loop import MAX_GRAD_NORM, Optimization, make_scheduler
+
+    torch.manual_seed(0)
+    models = [nn.Sequential(nn.Embedding(50, 4), nn.Linear(4, 6), nn.Linear(6, 3))
+              for _ in range(3)]
+    lrs = [{"0.weight": 1e-2, "1.weight": 1e-2, "1.bias": 1e-2, "2.weight": lr, "2.bias": lr}
+           for lr in (1e-2, 5e-2, 1e-2)]
+    rows = torch.tensor([1, 5, 7, 30])
+    fused = pack.FusedMembers(models[0], 3, torch.device("cpu"), rows="0.weight")
+    for model in models:
+        fused.add(model)
+    fused.start()
+    opt = Optimization(lr=1e-2, epochs=1)
+    optimizer = pack.PackOptimizer(fused, lrs, rows, opt, total_steps=4)
+    reference = [[p.detach().clone().requires_grad_() for p in m.parameters()] for m in models]
+    names = [n for n, _ in models[0].named_parameters()]
+    alone = []
+    for params, member in zip(reference, lrs, strict=True):
+        adamw = torch.optim.AdamW([{"params": [p], "lr": member[n]}
+                                   for n, p in zip(names, params, strict=True)],
+                                  betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                                  foreach=False)
+        alone.append((adamw, make_scheduler(adamw, opt, 4)))
+    for step in range(4):
+        scale = 10.0 if step % 2 else 0.01  # some steps clip, some do not
+        flat_grad = torch.randn(fused.flat.shape) * scale
+        table_grad = torch.zeros(fused.table.shape)
+        table_grad[:, rows] = torch.randn(3, len(rows), 4) * scale  # unreached rows: 0
+        fused.flat.grad, fused.table.grad = flat_grad.clone(), table_grad.clone()
+        for m, (params, (adamw, scheduler)) in enumerate(zip(reference, alone, strict=True)):
+            pieces = iter(flat_grad[m].split([p.numel() for p in params[1:]]))
+            params[0].grad = table_grad[m].clone()
+            for p in params[1:]:
+                p.grad = next(pieces).view(p.shape).clone()
+            torch.nn.utils.clip_grad_norm_(params, MAX_GRAD_NORM)
+            adamw.step()
+            scheduler.step()
+        optimizer.step()
+    for m, params in enumerate(reference):
+        state = fused.member_state(m)
+        for name, want in zip(names, params, strict=True):
+            torch.testing.assert_close(state[name], want.detach(), rtol=1e-5, atol=1e-7,
+                                       msg=name)
+    # rows no member's data reaches never moved
+    untouched = torch.ones(50, dtype=torch.bool)
+    untouched[rows] = False
+    assert torch.equal(fused.table.detach()[:, untouched],
+                       torch.stack([m[0].weight[untouched] for m in models]))
 
 
 def test_a_bf16_pack_autocasts_as_the_loop_does(members, split):
     # bf16 matmuls of a member-batched step round differently from a lone trial's: close,
     # not equal (the exactness claim is fp32's)
-    train, devs = split
+    trains, devs = split
     configs = [c.replace(precision="bf16") for c in members[:2]]
-    outcomes, setup = train_pack([build_model(c) for c in configs], configs, train, devs,
+    outcomes, setup = train_pack([build_model(c) for c in configs], configs, trains, devs,
                                  use_gpu=False)
     assert setup.precision == "bf16"
     for config, outcome in zip(configs, outcomes, strict=True):
-        want, _ = finetune_config(build_model(config), train, devs, config, use_gpu=False)
+        want, _ = finetune_config(build_model(config), trains[config.seed], devs, config,
+                                  use_gpu=False)
         for got, ref in zip(outcome.results, want, strict=True):
             assert got.train_loss == pytest.approx(ref.train_loss, abs=1e-3)
             assert got.eval_loss == pytest.approx(ref.eval_loss, abs=1e-3)
@@ -169,19 +239,19 @@ def test_a_bf16_pack_evaluates_under_autocast_as_the_loop_does(members, split, m
     """The unpacked model's forward is wrapped in bf16 autocast by Accelerate for evaluation
     too; a pack's fused evaluation must run the same way, or its bf16 dev scores would be
     fp32 ones."""
-    train, devs = split
+    trains, devs = split
     seen: list[tuple[bool, bool]] = []
     real = pack.FusedMembers.__call__
 
-    def spy(self, batch, train):
+    def spy(self, batch, train, **kwargs):
         seen.append((train, torch.is_autocast_enabled("cpu")))
-        return real(self, batch, train)
+        return real(self, batch, train, **kwargs)
 
     monkeypatch.setattr(pack.FusedMembers, "__call__", spy)
     for precision in ("bf16", "fp32"):
         seen.clear()
         configs = [c.replace(precision=precision, epochs=1) for c in members[:2]]
-        train_pack([build_model(c) for c in configs], configs, train, devs, use_gpu=False)
+        train_pack([build_model(c) for c in configs], configs, trains, devs, use_gpu=False)
         evaluation = {on for is_train, on in seen if not is_train}
         training = {on for is_train, on in seen if is_train}
         assert evaluation == training == {precision == "bf16"}, precision
