@@ -29,6 +29,29 @@ class Parser(argparse.ArgumentParser):
         print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(2)
 
+    def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, stricter
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            chosen = self.chosen(parsed)
+            flags = sorted({s for a in chosen._actions for s in a.option_strings
+                            if s.startswith("--")})
+            unknown = next((x.split("=", 1)[0] for x in extra if x.startswith("-")), extra[0])
+            near = difflib.get_close_matches(unknown, flags, n=3, cutoff=0.75)
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            chosen.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+        return parsed
+
+    def chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The (sub)parser the parsed command line ended in: its flags are the ones a
+        mistyped flag was meant to be."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                name = getattr(parsed, action.dest, None)
+                if name in action.choices:
+                    sub = action.choices[name]
+                    return sub.chosen(parsed) if isinstance(sub, Parser) else sub
+        return self
+
 
 def _nearest_folder(path: Path) -> Path:
     """``path`` itself or its nearest existing ancestor."""

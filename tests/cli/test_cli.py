@@ -208,3 +208,18 @@ def test_side_commands_refuse_bad_paths_in_one_line(capsys, tmp_path):
         assert code == 2 and message in out and "Traceback" not in out, (argv, out)
         assert len(out.strip().splitlines()) == 1, out
     assert not (tmp_path / "no").exists()
+
+
+def test_an_unknown_flag_is_named_by_its_subcommand_with_the_closest_flags(capsys):
+    cases = [(["sweep", "progressive", "--seed", "2"], "reinit-tune sweep progressive: error: "
+              "unrecognized arguments: --seed 2; did you mean --seeds? (see reinit-tune sweep "
+              "progressive --help)"),
+             (["verdicts", "--jsn", "x"], "reinit-tune verdicts: error: unrecognized "
+              "arguments: --jsn x; did you mean --json?"),
+             (["sweep", "heads", "--k", "3"], "reinit-tune sweep heads: error: unrecognized "
+              "arguments: --k 3 (see reinit-tune sweep heads --help)")]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as bad:
+            cli(capsys, *argv)
+        err = capsys.readouterr().err
+        assert bad.value.code == 2 and message in err, err
