@@ -304,6 +304,14 @@ def run_options(args: argparse.Namespace, family: Family | None = None) -> RunOp
     if args.trial_timeout is not None and not args.trial_timeout >= 0:
         raise InputError(f"--trial-timeout: give seconds (0: no limit), got "
                          f"{args.trial_timeout:g}")
+    defaults = family.run if family is not None else None
+    if (not args.similarity and not args.layer_replacement and defaults is not None
+            and args.similarity_examples != defaults.similarity_examples):
+        raise InputError("--similarity-examples: only with --similarity (it sets how many dev "
+                         "examples the similarity measures read); add --similarity")
+    if args.layer_replacement and not args.similarity:
+        print("--layer-replacement implies --similarity (it is one of its measures)",
+              flush=True)
     if args.similarity or args.layer_replacement:
         similarity = SimilarityOptions(args.similarity_examples, args.layer_replacement)
     return RunOptions(
@@ -355,6 +363,9 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
     signals.install()
     sweep = None
     try:
+        if args.calibrate and not args.dry_run:
+            raise InputError("--calibrate: only with --dry-run (it measures this device for "
+                             "the cost estimate and runs nothing); add --dry-run")
         model = args.model or family.model
         # before the grid: "auto" precision, part of each trial id, depends on the device
         devices = cluster.resolve_gpus(args.gpus_per_trial)

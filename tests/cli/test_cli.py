@@ -223,3 +223,15 @@ def test_an_unknown_flag_is_named_by_its_subcommand_with_the_closest_flags(capsy
             cli(capsys, *argv)
         err = capsys.readouterr().err
         assert bad.value.code == 2 and message in err, err
+
+
+def test_flags_that_mean_nothing_alone_are_refused_and_implied_ones_said(capsys, no_ray,
+                                                                         tmp_path):
+    code, out = cli(capsys, "sweep", "progressive", "--calibrate", "--results", str(tmp_path))
+    assert code == 2 and "error: --calibrate: only with --dry-run" in out, out
+    code, out = cli(capsys, "sweep", "progressive", "--similarity-examples", "10", "--dry-run")
+    assert code == 2 and "error: --similarity-examples: only with --similarity" in out, out
+    code, out = cli(capsys, "sweep", "progressive", "--layer-replacement", "--dry-run",
+                    "--sizes", "500")
+    assert code == 0 and "--layer-replacement implies --similarity" in out, out
+    assert not any(tmp_path.iterdir())  # nothing ran
