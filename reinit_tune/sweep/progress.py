@@ -4,11 +4,12 @@
 reinitialized layers/heads, permutation, init scheme, learning rate): Tune's ``param_space``
 carries them as real values, so Tune's table, ``ResultGrid.get_dataframe()``, logger callbacks
 (TensorBoard hparams, W&B, MLflow) and the dashboard show them instead of a hash, and trials are
-named by them. ``Progress`` prints one line per finished trial with its axes, outcome and
-score, under a header of done/running/pending, throughput and an ETA: the cost model's
-estimate of the remaining trials, corrected by how long the finished ones took against their
-own estimate; where the cost model has no estimate (a model shape it has no table for), the
-mean time of the finished trials. Once a trial has finished the ETA is never unknown.
+named by them. ``Progress`` says when the first trials start, then prints one line per
+finished trial with its axes, outcome and score, under a header of done/running/pending,
+throughput and an ETA: the cost model's estimate of the remaining trials, corrected by how
+long the finished ones took against their own estimate; where the cost model has no estimate
+(a model shape it has no table for), the mean time of the finished trials. Once a trial has
+finished the ETA is never unknown.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ class Progress:
         self.pending_estimated_s = sum(self.estimates.get(t, 0.0) for t in trials)
         self.pending_unestimated = sum(t not in self.estimates for t in trials)
         self.status: Callable[[], str] | None = None  # more to show in the header
+        self.announced = False  # the line said when the first trial starts
 
     def not_needed(self, trial_ids: Iterable[str]) -> None:
         """Trials the sweep will not run after all (seeds on demand closed their group)."""
@@ -119,6 +121,18 @@ class Progress:
     def trial_started(self, trial_id: str) -> None:
         self.started[trial_id] = time.monotonic()
         self.slots = max(self.slots, len(self.started))
+
+    def announce(self, where: str | None = None) -> None:
+        """Say once, as the first trials start, how many run (and ``where``) and the ETA
+        the cost table gives, so a sweep whose first trial takes long is not silent."""
+        if self.announced:
+            return
+        self.announced = True
+        place = f" on {where}" if where else ""
+        eta = self.eta_s()
+        source = "" if eta is None else " (from the cost table; corrected as trials finish)"
+        print(f"{self.header()}  started: {len(self.started)} running{place}; a line per "
+              f"finished trial follows{source}", file=self.out or sys.stdout, flush=True)
 
     def trial_finished(self, trial_id: str, status: str, detail: str = "") -> None:
         began = self.started.pop(trial_id, None)

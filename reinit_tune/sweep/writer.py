@@ -75,6 +75,8 @@ class StoreWriter(tune.Callback):
         if self.progress is not None:
             for trial_id in self.members(trial):
                 self.progress.trial_started(trial_id)
+            location = getattr(getattr(trial, "temporary_state", None), "location", None)
+            self.progress.announce(getattr(location, "hostname", None))
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if self.watchdog is not None:

@@ -112,7 +112,11 @@ def test_a_sweep_shows_axes_everywhere_and_prints_a_line_per_trial(ray_local, ti
                                             loggers=("tensorboard",)), out=out)
     assert summary.ok == 4
     lines = out.getvalue().splitlines()
-    finished = [ln for ln in lines if ln.startswith("[")]
+    # a line as the first trials start, with the cost table's ETA; then one per trial
+    [started] = [ln for ln in lines if "started:" in ln]
+    assert started.startswith("[0/4 done, ") and "running" in started and "ETA " in started
+    assert lines.index(started) < min(i for i, ln in enumerate(lines) if " ok " in ln)
+    finished = [ln for ln in lines if ln.startswith("[") and ln is not started]
     assert len(finished) == 4 and all(" ok " in ln and "accuracy" in ln for ln in finished)
     assert finished[-1].startswith("[4/4 done, 0 running, 0 pending;")
     assert len(lines) <= 3 * len(configs) + 12, "\n".join(lines)  # not Tune's boxes
