@@ -57,6 +57,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "sweep":  # it tells bad input from a failure once trials ran
+        return COMMANDS[args.command].command(args)
     try:
         return COMMANDS[args.command].command(args)
     except InputError as e:  # bad input a command found before it did anything: one line
