@@ -289,7 +289,7 @@ def gpu_inventory() -> tuple[float, bool]:
 @dataclass(frozen=True)
 class Devices:
     """Where a sweep's trials run: ``gpus_per_trial`` (0: CPUs), the GPUs found, and a line
-    saying which and why."""
+    saying which and why (empty where the user gave the number)."""
 
     gpus_per_trial: float
     gpus: float
@@ -305,7 +305,7 @@ def resolve_gpus(gpus_per_trial: float | str) -> Devices:
     redirected (``reinit_tune.sweep.console``)."""
     if gpus_per_trial != "auto":
         value = float(gpus_per_trial)
-        return Devices(value, value, f"--gpus-per-trial {value:g}")
+        return Devices(value, value, "")  # the user's own choice: nothing to say
     import sys
 
     ray = sys.modules.get("ray")

@@ -22,7 +22,7 @@ from typing import TextIO
 from reinit_tune import store
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import ModelShape
-from reinit_tune.sweep import console, cost, environment, preflight
+from reinit_tune.sweep import cluster, console, cost, environment, preflight
 from reinit_tune.sweep import plan as planning
 from reinit_tune.sweep.cluster import Devices
 from reinit_tune.sweep.options import AUTO_GPUS, RunOptions
@@ -78,8 +78,6 @@ class Sweep:
         """``--gpus-per-trial auto`` as a number (``cluster.resolve_gpus``)."""
         if self.options.resources.gpus_per_trial != AUTO_GPUS:
             return
-        from reinit_tune.sweep import cluster
-
         self.devices = cluster.resolve_gpus(AUTO_GPUS)
         self.options = planning.resolved(self.options, self.devices.gpus_per_trial)
 
@@ -94,7 +92,7 @@ class Sweep:
         if plan.todo and (calibrate or not dry_run):
             preflight.check_local_gpus(plan.options.resources.gpus_per_trial,
                                        calibrate=dry_run)
-        if self.devices is not None and plan.todo:  # which device the plan's trials run on
+        if self.devices is not None and self.devices.why and plan.todo:  # where trials run
             self._print(self.devices.why)
         self._print(describe(plan.configs, plan.data_dir, plan.options.allow_subset))
         if plan.skipped:
@@ -126,7 +124,7 @@ class Sweep:
         """Join or start Ray, launch ``plan`` and print its summary to ``out``; ``ray_log``:
         the file Ray's own output goes to, which the summary names."""
         ours = "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
-        from reinit_tune.sweep import cluster, launch
+        from reinit_tune.sweep import launch
 
         try:
             if plan.todo:
