@@ -35,6 +35,9 @@ CLAIMS = "claims"  # RESULTS/claims/: no store reader looks there
 DEFAULT_LEASE_S = 600.0
 LEASE_ENV = "REINIT_TUNE_CLAIM_LEASE_S"
 _TAKEOVER = ".takeover."
+# A claim is written microseconds after its exclusive create; one still without an owner
+# this long after is one whose creator died in between (or whose disk was full).
+UNWRITTEN_S = 5.0
 # The report of a trainable that did not train its trial (``begin`` said why): the driver
 # stores nothing for it.
 SKIPPED = "claimed_elsewhere"
@@ -127,9 +130,14 @@ def _create(path: Path, owner: Owner, trial_id: str) -> bool:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w") as f:
-        json.dump({"trial_id": trial_id, "gen": uuid.uuid4().hex, "created": time.time(),
-                   "owner": owner.__dict__}, f)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump({"trial_id": trial_id, "gen": uuid.uuid4().hex, "created": time.time(),
+                       "owner": owner.__dict__}, f)
+    except OSError:  # a full disk: an empty claim left behind would hold the trial for a lease
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise
     return True
 
 
@@ -155,7 +163,8 @@ def claim(context: Context, trial_id: str) -> Owner | None:
         holder = _owner(content)
         if holder is not None and holder.token == context.owner.token:
             return None
-        expired = time.time() - mtime > context.lease_s
+        age = time.time() - mtime
+        expired = age > context.lease_s or (holder is None and age > UNWRITTEN_S)
         if not expired and (holder is None or not holder.is_dead()):
             if holder is None:  # being written this instant
                 time.sleep(0.05)

@@ -67,6 +67,21 @@ def test_an_expired_claim_is_taken_over_and_a_renewed_one_is_not(tmp_path):
     assert not list((tmp_path / claims.CLAIMS).glob("t2*"))
 
 
+def test_a_claim_left_empty_is_taken_over_once_it_cannot_be_being_written(tmp_path, monkeypatch):
+    ctx = context(tmp_path)
+    (ctx.folder / "t1.json").write_bytes(b"")  # its creator died, or its disk was full
+    age(ctx, "t1", claims.UNWRITTEN_S + 1)
+    assert claims.claim(ctx, "t1") is None and claims.held(ctx) == ["t1"]
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(claims.json, "dump", full)
+    with pytest.raises(OSError, match="No space left"):
+        claims.claim(ctx, "t2")
+    assert not (ctx.folder / "t2.json").exists()  # nothing holds t2 for the next run
+
+
 def test_a_claim_of_a_driver_gone_from_this_machine_is_taken_over_at_once(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
