@@ -19,8 +19,9 @@ Each simulated group draws ``--max-seeds`` seeds; the adaptive design stops wher
 ``reinit_tune.inference.sequential.stopping_seeds`` says, the fixed design of n seeds takes
 the first n of the same draws. The fixed design compared is the smallest n whose worst
 half-width over all groups and contrasts is at most the adaptive design's worst one
-(``--max-seeds`` where none is). Coverage counts the contrasts whose t-interval at the
-stopping seed holds the true difference. ``--contrasts 1 2`` adds groups of one and two
+(``--max-seeds`` where none is). Coverage counts the contrasts whose reported interval
+(``reported_half_widths``; the plain rule's: its t-interval) holds the true difference.
+``--contrasts 1 2`` adds groups of one and two
 contrasts (RTE's noisiest k), where the purely sequential rule covers least, and the plain
 rule (the sample SD, no upper limit) beside ours.
 
@@ -38,7 +39,12 @@ import numpy as np
 
 from benchmarks import common
 from reinit_tune import store
-from reinit_tune.inference.sequential import SeedRule, half_widths, stopping_seeds
+from reinit_tune.inference.sequential import (
+    SeedRule,
+    half_widths,
+    reported_half_widths,
+    stopping_seeds,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 STORE = REPO / "examples" / "embedded-minilm"
@@ -97,7 +103,8 @@ def simulate(cells, rule: SeedRule, sweeps: int, stop, seed: int = 0) -> dict:
             truth = means[:-1] - means[-1]
             n = stop(diffs, rule)
             hw = half_widths(diffs[:n], rule.level)
-            covered[label].extend(np.abs(diffs[:n].mean(axis=0) - truth) <= hw)
+            reported = reported_half_widths(diffs[:n], rule) if stop is stopping_seeds else hw
+            covered[label].extend(np.abs(diffs[:n].mean(axis=0) - truth) <= reported)
             worst = max(worst, float(hw.max()))
             trials += n * len(means)
             draws.append(diffs)

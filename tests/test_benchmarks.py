@@ -208,6 +208,25 @@ def test_bench_seeds_smoke_compares_the_adaptive_design_with_fixed_ones(capsys):
         assert 0 < adaptive < fixed and ratio == pytest.approx(adaptive / fixed, abs=0.002)
 
 
+def test_bench_seed_coverage_smoke_counts_each_contrast_of_each_case(capsys):
+    from benchmarks import bench_seed_coverage
+
+    assert bench_seed_coverage.main(["--smoke", "--kinds", "normal", "failed 25%, 8 W"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith(("normal", "failed"))
+            and "σ" not in ln]
+    assert len(rows) == 2 * 2 * 7, out  # two cases, one and six contrasts, seven σ
+    normal = [r for r in rows if r[0] == "normal"]
+    for row in normal:
+        per_contrast = [float(c) for c in row[5:-1]]
+        assert len(per_contrast) == int(row[1]) and min(per_contrast) == float(row[3])
+        assert min(per_contrast) >= 0.88, row  # 300 groups: 0.95 give or take 0.04
+    assert float(normal[0][-1]) < 6 and float(normal[6][-1]) > 40  # σ = 0.2 W vs 5 W
+    # a collapse far below a quiet contrast that three seeds do not show: undercovered
+    collapse = next(r for r in rows if r[:4] == ["failed", "25%,", "8", "W"] and r[4] == "1")
+    assert float(collapse[6]) < 0.85, collapse
+
+
 def test_gpu_checks_smoke_runs_every_check_on_cpu(capsys, tmp_path, glue_dir):
     out = tmp_path / "checks.md"
     assert gpu_checks.main(["--smoke", "--data-dir", str(glue_dir), "--out", str(out)]) == 0

@@ -169,7 +169,7 @@ class GroupResult:
 
     label: str
     seeds: int
-    half_width: float | None
+    half_width: float | None  # of the widest interval it reports (``reported_half_widths``)
     reason: str
     trials_per_seed: int
 
@@ -199,6 +199,8 @@ class SeedReport:
         for g in self.groups[:shown]:
             hw = "-" if g.half_width is None else f"±{g.half_width:.4f}"
             lines.append(f"  {g.label:<{width}}  {g.seeds:>3} seeds  widest {hw}  ({g.reason})")
+        lines.append("  (widest: the widest contrast's 95% interval, mean ± max(--target-ci, "
+                     "t·S/√n): the rule's fixed-width interval)")
         if len(self.groups) > shown:
             lines.append(f"  ... and {len(self.groups) - shown} more groups")
         return "\n".join(lines)
@@ -213,7 +215,7 @@ def seed_report(states: Iterable[GroupState], rule: SeedRule) -> SeedReport:
         reason = (d.reason.value if d.closed
                   else f"a trial of seed {n} did not finish ok" if s.stuck(n)
                   else "not finished")
-        results.append(GroupResult(s.group.label, n, d.half_width, reason,
+        results.append(GroupResult(s.group.label, n, d.reported, reason,
                                    len(s.group.conditions)))
     return SeedReport(rule, tuple(results))
 

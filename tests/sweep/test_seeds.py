@@ -119,12 +119,12 @@ def seeds_stored(groups, stored) -> dict[str, int]:
 
 def test_each_group_gets_the_seeds_its_noise_needs_and_no_more():
     groups = groups_of(families.get("progressive").configs(grid()), RULE, "progressive")
-    scores = planted(groups, {"rte": 0.0, "sst2": 0.1, "cola": 0.008})
+    scores = planted(groups, {"rte": 0.0005, "sst2": 0.1, "cola": 0.008})
     sim = Simulated(groups, scores)
     searcher = sim.searcher()
     assert sim.run(searcher)
     seeds = seeds_stored(groups, sim.stored)
-    assert seeds["rte"] == RULE.min_seeds  # no noise in the contrasts
+    assert seeds["rte"] == RULE.min_seeds  # almost no noise in the contrasts
     assert seeds["sst2"] == RULE.max_seeds  # far wider than --target-ci
     assert RULE.min_seeds < seeds["cola"] < RULE.max_seeds  # reached it on the way
     report = {g.label.split()[0]: g for g in searcher.report().groups}
@@ -139,6 +139,19 @@ def test_each_group_gets_the_seeds_its_noise_needs_and_no_more():
     for label in {g.label for g in groups}:
         seen = [where[t][1] for t in sim.order if where[t][0] == label]
         assert seen == sorted(seen) or max(seen) < RULE.min_seeds
+
+
+def test_a_group_whose_seeds_all_give_one_difference_stays_open():
+    """Runs predicting one class on every seed score the same on every seed: no spread to
+    plan with, so the group is not closed at --min-seeds."""
+    groups = groups_of(families.get("progressive").configs(grid(tasks=("rte",))), RULE,
+                       "progressive")
+    sim = Simulated(groups, {t: 0.5271 for g in groups for s in g.trials for t in s.values()})
+    searcher = sim.searcher()
+    assert sim.run(searcher)
+    assert seeds_stored(groups, sim.stored) == {"rte": RULE.max_seeds}
+    (only,) = searcher.report().groups
+    assert only.reason == "stopped at --max-seeds" and only.half_width == RULE.target_ci
 
 
 @pytest.mark.parametrize("crash_after", [7, 23, 40])
