@@ -274,9 +274,11 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value
     seeds = None
+    undecidable = False  # not by --max-seeds' default seeds per cell at the observed spread
     if finding.verdict is Verdict.INCONCLUSIVE and interval is not None and \
             finding.boundary is not None:
-        seeds = seeds_to_decide(interval, finding.boundary)
+        seeds = seeds_to_decide(interval, finding.boundary, limit=DEFAULT_MAX_SEEDS)
+        undecidable = seeds is None and interval.defined and interval.n_min >= 2
     size = group.size if large is None else f"{group.size} vs {large.size}"
     differs = dict(group.differs)
     if probe is not None:  # the probes' own size and protocol, where they differ
@@ -293,8 +295,14 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
         reason = (reason + "; " if reason else "") + (
             f"about {seeds} seeds per cell would decide it at the observed spread "
             "(an estimate)")
+    if undecidable:
+        distance = abs(interval.estimate - finding.boundary)
+        reason = (reason + "; " if reason else "") + (
+            f"not decidable below {DEFAULT_MAX_SEEDS} seeds per cell at the observed spread "
+            f"(the estimate sits {distance:.2g} from the rule's boundary)")
     command = None
-    if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family:
+    if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family \
+            and not undecidable:
         sizes = " ".join(_size_arg(g) for g in (group, large) if g is not None)
         if finding.family == "probing":  # more probes at the probes' size, else the paper's
             probed = probe or (group if claim.statistic.scope == "probe"

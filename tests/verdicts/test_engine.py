@@ -53,12 +53,29 @@ def test_003_c1(tmp_path, q_mean, noise, want):
     assert row.mapping == "first 3 of 12 -> first 2 of 6 (1.5 rounded half up)"
     share = (scores[2] - scores[0]).mean() / (scores[6] - scores[0]).mean()
     assert row.share == pytest.approx(share)
-    if want == "inconclusive":
-        assert row.seeds_needed is None or row.seeds_needed > 6
+    if want == "inconclusive" and row.seeds_needed is None:  # past --max-seeds' 50
+        assert "not decidable below 50 seeds per cell" in row.reason and row.command is None
+    elif want == "inconclusive":
+        assert 6 < row.seeds_needed <= 50
         assert row.command and "--seeds" in row.command
         if row.seeds_needed is not None:  # seeds on demand, to the width that would decide
             target = float(f"{abs(row.estimate):.2g}")  # the rule: G > 0 (share > 0.5)
             assert f"--seeds auto --target-ci {target:g} " in row.command, row.command
+
+
+def test_an_effect_too_close_to_its_boundary_is_called_undecidable_with_no_command(tmp_path):
+    """G = +0.001 under noise 0.05: about 10^4 seeds would decide it; the row says it is not
+    decidable below --max-seeds' 50 seeds rather than print a sweep of thousands."""
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(3)
+    scores = plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.701, 6: 0.9}, noise=0.05,
+                               seeds=6, rng=rng)
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    est, low, high = paired_t(scores[2] - 0.5 * scores[0] - 0.5 * scores[6])
+    assert row.verdict == "inconclusive" and low < 0 < high
+    assert row.seeds_needed is None and row.command is None
+    assert f"not decidable below 50 seeds per cell at the observed spread (the estimate " \
+           f"sits {abs(est):.2g} from the rule's boundary)" in row.reason
 
 
 def test_003_c1_not_enough_data(tmp_path):
