@@ -193,8 +193,7 @@ def split(rows: pd.DataFrame, series: Iterable[str], x: Iterable[str] = ()) -> p
     series, x = list(series), set(x)
     if len(rows):
         # one run per configuration and seed: a reused row repeats its source's numbers
-        key = np.column_stack([_codes(rows, f) for f in (*identity_fields(),
-                                                          *REPLICATE_FIELDS)])
+        key = _run_key(rows)
         reused = (rows["reused_from"].notna().to_numpy() if "reused_from" in rows
                   else np.zeros(len(rows), dtype=bool))
         order = np.argsort(reused, kind="stable")
@@ -247,6 +246,19 @@ def _codes(rows: pd.DataFrame, field: str) -> np.ndarray:
             plain = pd.Series([_plain(v) for v in values], index=values.index, dtype=object)
             parts.append(pd.factorize(plain, use_na_sentinel=False)[0])
     return parts[0] if len(parts) == 1 else _row_ids(np.column_stack(parts))
+
+
+def _run_key(rows: pd.DataFrame) -> np.ndarray:
+    return np.column_stack([_codes(rows, f) for f in (*identity_fields(), *REPLICATE_FIELDS)])
+
+
+def run_ids(rows: pd.DataFrame) -> np.ndarray:
+    """One integer per row of ``rows`` (trials), equal where two rows are one run: the same
+    identity fields and seed, whatever experiment name they were stored under (what
+    ``split`` keeps one row of)."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    return _row_ids(_run_key(_fill_model_fingerprints(rows.copy())))
 
 
 def _row_ids(codes: np.ndarray) -> np.ndarray:

@@ -31,6 +31,7 @@ def command(args: argparse.Namespace) -> int:
     from reinit_tune import store, verdicts
     from reinit_tune.verdicts.epochs import EPOCH_COLUMNS
     from reinit_tune.verdicts.groups import COLUMNS
+    from reinit_tune.verdicts.inputs import bad_scores, conflicting_reruns, nothing_to_decide
     from reinit_tune.verdicts.layers import SIMILARITY_COLUMNS
     from reinit_tune.verdicts.pairs import PAIR_COLUMNS
     from reinit_tune.verdicts.table import text, write_json
@@ -49,13 +50,26 @@ def command(args: argparse.Namespace) -> int:
         return 2
     claims = ([verdicts.BY_ID[c.upper()] for c in args.claims] if args.claims
               else verdicts.CLAIMS)
+    statuses = store.load_trials(results, columns=["trial_id", "status"])["status"]
+    if (problem := nothing_to_decide(statuses, str(results))) is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
     trials = store.load_trials(results, status="ok", columns=list(COLUMNS))
+    if (problem := bad_scores(trials)) is not None:
+        print(f"error: --results {results}: {problem}", file=sys.stderr)
+        return 1
+    clashes = conflicting_reruns(trials)
     similarity = store.load_similarity(results, columns=list(SIMILARITY_COLUMNS))
     epochs = store.load_epochs(results, columns=list(EPOCH_COLUMNS))
     pairs = store.load_pairs(results, columns=list(PAIR_COLUMNS))
     rows = verdicts.evaluate(trials, claims, results_dir=str(results), similarity=similarity,
                              epochs=epochs, pairs=pairs)
     print(text(rows))
+    if clashes:
+        print(f"note: {len(clashes)} run(s) were stored by several trials (under two "
+              "experiment names, or copied) whose scores differ; the verdicts and figures use "
+              "one of each: "
+              + "; ".join(map(str, clashes[:5])) + (" ..." if len(clashes) > 5 else ""))
     if args.json:
         write_json(rows, args.json)
         print(f"wrote {len(rows)} verdicts to {args.json}")

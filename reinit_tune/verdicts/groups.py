@@ -119,22 +119,11 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
     """Every group of the ok runs of ``trials`` (a frame of ``store.load_trials``, with
     any further per-trial ``values`` as columns), built column-wise: a store of 10^5 mixed
     runs has some 10^4 groups."""
-    rows = trials[trials["status"] == "ok"] if "status" in trials else trials
-    rows = rows[pd.notna(rows["score"]) & pd.notna(rows["num_layers"])]
-    if rows.empty:
+    rows = _prepared(trials)
+    if rows is None:
         return []
-    for column in COLUMNS:
-        if column not in rows:
-            rows = rows.assign(**{column: None})
-    rows = rows.reset_index(drop=True)
-    rows["majority_score"] = pd.to_numeric(rows["majority_score"], errors="coerce")
-    if "size" not in rows:  # a frame of ``frames.load`` (the report's) is normalized already
-        rows = frames.normalize(rows)
-    rows = frames.split(rows, series=["task", "train_size"], x=SURGERY_FIELDS)
-    fields = [f for f in rows.attrs.get("split", []) if f in rows]
-    rows = surgery_columns(rows)
+    fields = rows.attrs["fields"]
     keys = ["task_name", "size", "setting", "model", "num_layers"]
-    rows["_group"] = rows.groupby(keys, sort=True, dropna=False).ngroup()
     heads = rows.groupby("_group", sort=True).agg(
         **{k: (k, "first") for k in dict.fromkeys([*keys, "metric", *fields, *RUN_FLAGS])},
         examples=("train_examples", "median"), chance=("majority_score", "median"))
@@ -147,6 +136,30 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
                   tuple((f, _text(getattr(h, f))) for f in RUN_FLAGS
                         if _text(getattr(h, f)) != "default"))
             for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
+
+
+def _prepared(trials: pd.DataFrame) -> pd.DataFrame | None:
+    """The ok, scored runs of ``trials`` split as the figures split them, each with its
+    group (``_group``), its surgery key (``conditions.KEY``) and the split fields
+    (``attrs["fields"]``); None where there is none."""
+    rows = trials[trials["status"] == "ok"] if "status" in trials else trials
+    rows = rows[pd.notna(rows["score"]) & pd.notna(rows["num_layers"])]
+    if rows.empty:
+        return None
+    for column in COLUMNS:
+        if column not in rows:
+            rows = rows.assign(**{column: None})
+    rows = rows.reset_index(drop=True)
+    rows["majority_score"] = pd.to_numeric(rows["majority_score"], errors="coerce")
+    if "size" not in rows:  # a frame of ``frames.load`` (the report's) is normalized already
+        rows = frames.normalize(rows)
+    rows = frames.split(rows, series=["task", "train_size"], x=SURGERY_FIELDS)
+    fields = [f for f in rows.attrs.get("split", []) if f in rows]
+    rows = surgery_columns(rows)
+    keys = ["task_name", "size", "setting", "model", "num_layers"]
+    rows["_group"] = rows.groupby(keys, sort=True, dropna=False).ngroup()
+    rows.attrs["fields"] = fields
+    return rows
 
 
 def _surgeries(rows: pd.DataFrame, values: tuple[str, ...]

@@ -99,3 +99,41 @@ def test_the_command_of_an_undecided_verdict_adds_runs_to_its_own_group(
     capsys.readouterr()
     assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
     assert "trials already in" in capsys.readouterr().out
+
+
+def test_scores_a_metric_cannot_take_are_refused_naming_their_trials(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    wrong = synth.add("progressive", "sst2", 7.5, seed=7, train_size=50_000)  # a percent
+    endless = synth.add("progressive", "sst2", float("inf"), seed=8, train_size=50_000)
+    assert cli.main(["verdicts", "--results", str(tmp_path)]) == 1
+    printed = capsys.readouterr()
+    err = printed.err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and printed.out == ""
+    assert "2 ok run(s) hold a score their metric cannot take" in err
+    assert f"{wrong} (accuracy 7.5)" in err and f"{endless} (accuracy inf)" in err
+
+
+def test_an_empty_or_all_failed_store_says_so_in_one_line(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path / "r")
+    synth.add("progressive", "sst2", 0.8, status="error")
+    synth.add("progressive", "sst2", 0.8, seed=1, status="error")
+    assert cli.main(["verdicts", "--results", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "holds no ok run (2 error): nothing to decide" in err
+    (tmp_path / "e" / "trials").mkdir(parents=True)
+    assert cli.main(["verdicts", "--results", str(tmp_path / "e")]) == 1
+    assert "holds no trials yet: nothing to decide" in capsys.readouterr().err
+
+
+def test_reruns_of_one_seed_that_disagree_are_reported(tmp_path, capsys):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    # seed 0 of k = 0 again, stored by another family: the same cell, another score
+    again = synth.add("variants", "sst2", 0.95, seed=0, train_size=50_000,
+                      reinit_layers=tuple(range(6)))
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-C1"]) == 0
+    out = capsys.readouterr().out
+    note = next(line for line in out.splitlines() if line.startswith("note:"))
+    assert f"{again} 0.9500" in note and "seed 0" in note
+    assert "sst2 seed 0: " in note and note.count(" seed ") == 1, note

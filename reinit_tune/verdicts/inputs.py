@@ -1,0 +1,87 @@
+"""What of a store the verdicts may read, checked before any claim is decided: scores a
+metric can take (an accuracy of 7.5 or an infinite score is refused, naming its trials), a
+store with ok runs at all (an empty or all-failed store is said in one line), and runs
+stored twice with different scores (reported: the verdicts, like the figures, count a run
+once)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from reinit_tune.analysis import frames
+from reinit_tune.metrics import metric_range
+
+SHOWN = 5  # trials named per message; the rest are counted
+
+
+def bad_scores(trials: pd.DataFrame) -> str | None:
+    """Why the ok runs of ``trials`` cannot be decided on (scores that are not finite, or
+    outside their metric's range, naming the trials), or None."""
+    ok = trials[trials["status"] == "ok"] if "status" in trials else trials
+    if ok.empty:
+        return None
+    score = pd.to_numeric(ok["score"], errors="coerce").to_numpy(np.float64)
+    low = np.empty(len(ok))
+    high = np.empty(len(ok))
+    for metric, where in ok.groupby(ok["metric"].astype(str), sort=False).indices.items():
+        low[where], high[where] = metric_range(metric)
+    bad = ~np.isfinite(score) | (score < low) | (score > high)
+    if not bad.any():
+        return None
+    rows = ok[bad]
+    named = ", ".join(f"{t} ({m} {s})" for t, m, s in
+                      zip(rows["trial_id"][:SHOWN], rows["metric"][:SHOWN],
+                          rows["score"][:SHOWN], strict=True))
+    more = f" and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
+    return (f"{len(rows)} ok run(s) hold a score their metric cannot take (not finite, or "
+            f"outside [0, 1], [-1, 1] for mcc and correlations): {named}{more}; remove their "
+            "files from trials/ and rerun their sweep (it trains what the store lacks)")
+
+
+def nothing_to_decide(statuses: pd.Series, results: str) -> str | None:
+    """One line where the store holds no ok run (empty, or every trial failed), else None."""
+    counts = statuses.astype(str).value_counts()
+    if counts.get("ok", 0):
+        return None
+    if counts.empty:
+        return f"--results {results} holds no trials yet: nothing to decide; run a sweep first"
+    held = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return (f"--results {results} holds no ok run ({held}): nothing to decide; each failed "
+            f"trial's `error` column says why (reinit_tune.store.load_trials({results!r}))")
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """One run (configuration and seed) stored by several trials whose scores differ."""
+
+    task: str
+    seed: int
+    trials: tuple[str, ...]
+    scores: tuple[float, ...]
+
+    def __str__(self) -> str:
+        runs = ", ".join(f"{t} {s:.4f}" for t, s in zip(self.trials, self.scores, strict=True))
+        return f"{self.task} seed {self.seed}: {runs}"
+
+
+def conflicting_reruns(trials: pd.DataFrame, tolerance: float = 1e-9) -> list[Rerun]:
+    """The runs of ``trials``' ok rows stored by more than one trial (under two experiment
+    names, or copied) with scores further apart than ``tolerance``: the figures and the
+    verdicts count such a run once (``analysis.frames.split``), so one of the scores is
+    silently not used."""
+    ok = trials[(trials["status"] == "ok") if "status" in trials else slice(None)]
+    ok = ok[pd.notna(ok["score"])]
+    if len(ok) < 2:
+        return []
+    runs = pd.DataFrame({"run": frames.run_ids(ok), "score": ok["score"].to_numpy(float)})
+    spread = runs.groupby("run")["score"].agg(["min", "max", "size"])
+    clash = spread.index[(spread["size"] > 1) & (spread["max"] - spread["min"] > tolerance)]
+    found = []
+    for run in clash:
+        rows = ok[(runs["run"] == run).to_numpy()]
+        found.append(Rerun(str(rows["task"].iloc[0]), int(rows["seed"].iloc[0]),
+                           tuple(map(str, rows["trial_id"])), tuple(map(float, rows["score"]))))
+    return found
