@@ -72,11 +72,12 @@ def variance_ratio(cells_a: Sequence[ArrayLike], cells_b: Sequence[ArrayLike],
 
 
 def trend(levels: Sequence[float], cells: Sequence[ArrayLike], level: float = 0.95,
-          resamples: int = RESAMPLES, seed: int = 0) -> Interval:
+          resamples: int = RESAMPLES, seed: int = 0, paired: bool = False) -> Interval:
     """Spearman's ρ between an ordered factor (``levels``: k, a layer) and the means of its
     ``cells``. With one run per level the p is the exact permutation p over the levels
     (Monte Carlo past 8! orderings) and there is no interval; else the interval is the
-    bootstrap's, each cell resampled on its own."""
+    bootstrap's: seeds resampled jointly across the cells where they are ``paired`` (every
+    cell holds one run per seed, in one seed order), else each cell on its own."""
     x = np.asarray(levels, dtype=np.float64)
     arrays = [np.asarray(c, dtype=np.float64) for c in cells]
     n = tuple(c.size for c in arrays)
@@ -93,8 +94,14 @@ def trend(levels: Sequence[float], cells: Sequence[ArrayLike], level: float = 0.
         return Interval(rho, math.nan, math.nan, "Spearman (permutation)", n, level,
                         p_value=float(test.pvalue))
     rng = np.random.default_rng(seed)
-    draws = np.column_stack([c[rng.integers(0, c.size, size=(resamples, c.size))].mean(axis=1)
-                             for c in arrays])
+    if paired:
+        if len(set(n)) > 1:
+            raise ValueError("trend: paired cells must hold one run per seed each")
+        rows = rng.integers(0, n[0], size=(resamples, n[0]))
+        draws = np.column_stack([c[rows].mean(axis=1) for c in arrays])
+    else:
+        draws = np.column_stack([c[rng.integers(0, c.size, size=(resamples, c.size))]
+                                 .mean(axis=1) for c in arrays])
     # Spearman per resample: Pearson's r of the ranks, row by row
     ranked = stats.rankdata(draws, axis=1)
     ranked -= ranked.mean(axis=1, keepdims=True)

@@ -276,7 +276,7 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     seeds = None
     undecidable = False  # not by --max-seeds' default seeds per cell at the observed spread
     if finding.verdict is Verdict.INCONCLUSIVE and interval is not None and \
-            finding.boundary is not None:
+            finding.boundary is not None and finding.min_runs is None:
         seeds = seeds_to_decide(interval, finding.boundary, limit=DEFAULT_MAX_SEEDS)
         undecidable = seeds is None and interval.defined and interval.n_min >= 2
     size = group.size if large is None else f"{group.size} vs {large.size}"
@@ -308,7 +308,7 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
             probed = probe or (group if claim.statistic.scope == "probe"
                                and not claim.statistic.needs_finetune else None)
             sizes = _size_arg(probed) if probed is not None else "full"
-        n = max(seeds or claim.n_min, claim.n_min)
+        n = max(seeds or claim.n_min, claim.n_min, finding.min_runs or 0)
         how = f"--seeds {n}"
         if seeds is not None and finding.family in ON_DEMAND_FAMILIES:
             # seeds on demand: each cell's seeds until its interval is narrower than the

@@ -36,7 +36,7 @@ from reinit_tune.inference import (
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Probe
 from reinit_tune.verdicts.depth import block_name, blocks, map_layer
 from reinit_tune.verdicts.groups import Group
-from reinit_tune.verdicts.rule import Finding, Rule, delta_abs, lacking
+from reinit_tune.verdicts.rule import Finding, Rule, by_probability, delta_abs, lacking
 from reinit_tune.verdicts.statistics import (
     BOOT_RESAMPLES,
     Contrast,
@@ -81,15 +81,13 @@ class ProbePeak:
         means = resampled_means(cells, np.random.default_rng(0))
         p_late = float((means.argmax(axis=1) > late).mean())
         best = int(np.argmax(probe_means(probe, layers)))
-        verdict = (Verdict.SUPPORTED if p_late >= 0.95 else
-                   Verdict.CONTRADICTED if p_late <= 0.05 else Verdict.INCONCLUSIVE)
         n = tuple(len(c) for c in cells)
-        return Finding(verdict, Interval(p_late, np.nan, np.nan, "bootstrap P", n),
-                       reason=(f"the best probe is k={best} of {probe.num_layers}; "
-                               f"P(best probe at k > {late:g}) = {p_late:.3f} over "
-                               f"{RESAMPLES:,} resamples of the probe seeds (decides at "
-                               ">= 0.95 / <= 0.05)"),
-                       family="probing")
+        return by_probability(p_late, 1 - p_late, n,
+                              Interval(p_late, np.nan, np.nan, "bootstrap P", n),
+                              f"the best probe is k={best} of {probe.num_layers}; "
+                              f"P(best probe at k > {late:g}) = {p_late:.3f} over "
+                              f"{RESAMPLES:,} resamples of the probe seeds (decides at "
+                              ">= 0.95 / <= 0.05)", "probing")
 
 
 @dataclass(frozen=True)
@@ -303,14 +301,13 @@ class ProbesNeedMoreLayers:
         observed = [halfway(np.maximum.accumulate(probe_means(probe, layers)[None, :],
                                                   axis=1))[0],
                     halfway(np.array([[c.mean() for c in ft]]))[0]]
-        verdict = (Verdict.SUPPORTED if p_later >= 0.95 else
-                   Verdict.CONTRADICTED if p_later <= 0.05 else Verdict.INCONCLUSIVE)
         n = tuple(len(c) for c in ft)
-        return Finding(verdict, Interval(p_later, np.nan, np.nan, "bootstrap P", n),
-                       family="progressive",
-                       reason=(f"k50: probes {observed[0]}, finetuning {observed[1]}; "
-                               f"P(k50_probe > k50_ft) = {p_later:.3f} over {RESAMPLES:,} "
-                               "resamples (decides at >= 0.95 / <= 0.05)"))
+        runs = (*n, *(len(probe.cell(Probe(layer))) for layer in layers))
+        return by_probability(p_later, 1 - p_later, runs,
+                              Interval(p_later, np.nan, np.nan, "bootstrap P", n),
+                              f"k50: probes {observed[0]}, finetuning {observed[1]}; "
+                              f"P(k50_probe > k50_ft) = {p_later:.3f} over {RESAMPLES:,} "
+                              "resamples (decides at >= 0.95 / <= 0.05)", "progressive")
 
 
 def curve_gap(finetuning: np.ndarray, probes: np.ndarray) -> np.ndarray:

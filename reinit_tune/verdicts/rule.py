@@ -3,6 +3,7 @@ margins of δ_abs per metric) and what a statistic found in its groups (``Findin
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from reinit_tune.inference import (
     non_superiority,
     threshold,
 )
+from reinit_tune.inference.bootstrap import MIN_BOOTSTRAP_N
 
 # metrics on a correlation-like scale: δ_abs is 0.02 there, 0.01 for accuracy, F1 and EM
 LOOSE_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_spearman_mean"})
@@ -90,6 +92,9 @@ class Finding:
     family: str | None = None  # the family whose runs would decide it
     # what the command that runs them says instead of ``--sizes N`` (a family's own flags)
     sizes_flag: str | None = None
+    # the runs per cell the statistic needs to decide at all (a bootstrap probability: 5),
+    # where more than the claim's n_min: what the command's --seeds asks for
+    min_runs: int | None = None
 
     @property
     def boundary(self) -> float | None:
@@ -103,3 +108,20 @@ def lacking(missing, family: str | None, where: str = "") -> Finding:
     missing = tuple(missing)
     return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
                    reason="missing: " + ", ".join(missing) + where)
+
+
+def by_probability(p_for: float, p_against: float, n: tuple[int, ...], interval: Interval,
+                   reason: str, family: str, level: float = 0.95) -> Finding:
+    """A verdict decided by bootstrap probabilities (a knee, a probe peak: statistics with
+    no delta-method fallback): supported at ``P(for) >= level``, contradicted at
+    ``P(against) >= level``. Under ``MIN_BOOTSTRAP_N`` seeds in a cell the resamples of a
+    few seeds are not a test (claims.md §0.4): inconclusive, marked "low n"."""
+    if min(n) < MIN_BOOTSTRAP_N:
+        interval = dataclasses.replace(interval, method=interval.method + " (low n)")
+        return Finding(Verdict.INCONCLUSIVE, interval, family=family, min_runs=MIN_BOOTSTRAP_N,
+                       reason=(f"low n: {min(n)} seeds in a cell, under the "
+                               f"{MIN_BOOTSTRAP_N} a bootstrap probability needs to decide "
+                               f"(claims.md §0.4); {reason}"))
+    verdict = (Verdict.SUPPORTED if p_for >= level else
+               Verdict.CONTRADICTED if p_against >= level else Verdict.INCONCLUSIVE)
+    return Finding(verdict, interval, reason=reason, family=family)

@@ -1,7 +1,7 @@
 """The kinds of statistic a claim declares, each turning groups of runs into a ``Finding``.
 
-- ``Contrast``: [LIN] of cells of one group, paired by seed where every cell has the same
-  seeds, else Welch; decided by a ``Rule``; optionally only where the pretraining gain
+- ``Contrast``: [LIN] of cells of one group, paired by seed on the seeds every cell ran,
+  else Welch; decided by a ``Rule``; optionally only where the pretraining gain
   F − E is significantly positive (a share is undefined otherwise) and with the share
   displayed beside the contrast that decides it.
 - ``SizeContrast``: [LIN] of the same contrast at a scarce and a plentiful size (unpaired:
@@ -38,13 +38,14 @@ from reinit_tune.inference import (
     unpaired_contrast,
     variance_ratio,
 )
+from reinit_tune.inference.bootstrap import MIN_BOOTSTRAP_N
 from reinit_tune.inference.bootstrap import Group as BootGroup
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Layer, Permuted
 from reinit_tune.verdicts.depth import blocks, map_layer
 from reinit_tune.verdicts.epochs import EPOCH_SCORE
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.layers import LAYER_DISTANCE
-from reinit_tune.verdicts.rule import Finding, Rule, delta_abs, lacking
+from reinit_tune.verdicts.rule import Finding, Rule, by_probability, delta_abs, lacking
 
 Terms = Sequence[tuple[Condition, float]]
 
@@ -59,7 +60,8 @@ def _missing(cells: dict[str, pd.Series], n_min: int,
 def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
         level: float = 0.95) -> tuple[Interval | None, tuple[str, ...], str | None]:
     """Σ w · cell mean over the terms of each group (one list of terms per group): paired by
-    seed when there is one group and every cell has the same seed units, else Welch. Returns
+    seed when there is one group and its cells share at least ``n_min`` seeds (on those
+    seeds only, where some cell has more: "paired t (common seeds)"), else Welch. Returns
     the interval, or the missing cells and the family that runs them."""
     cells: dict[str, pd.Series] = {}
     weights: dict[str, float] = {}
@@ -85,8 +87,22 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
     if seeds and all(u == units[0] for u in units):
         matrix = np.column_stack([s.to_numpy() for s in series])
         return paired_contrast(matrix, list(weights.values()), level), (), family
+    if seeds and len(common := _common_seeds(series)) >= max(n_min, 2):
+        # a cell with a seed the others lack (one extra run) stays paired on the seeds
+        # they share: the extra runs are left out rather than the pairing
+        matrix = np.column_stack([s[common].to_numpy() for s in series])
+        interval = paired_contrast(matrix, list(weights.values()), level)
+        return dataclasses.replace(interval, method="paired t (common seeds)"), (), family
     return unpaired_contrast([s.to_numpy() for s in series], list(weights.values()),
                              level), (), family
+
+
+def _common_seeds(cells: Sequence[pd.Series]) -> pd.Index:
+    """The seeds every cell ran, in order."""
+    seeds = cells[0].index
+    for cell in cells[1:]:
+        seeds = seeds.intersection(cell.index)
+    return seeds.sort_values()
 
 
 GAIN: Terms = ((Kept("F"), 1.0), (Kept("E"), -1.0))
@@ -637,16 +653,14 @@ class KneeShift:
         k_small = first_reaching(resampled_means(cs, rng), self.tau)
         k_large = first_reaching(resampled_means(cl, rng), self.tau)
         later, earlier = float((k_small > k_large).mean()), float((k_small < k_large).mean())
-        verdict = (Verdict.SUPPORTED if later >= 0.95 else
-                   Verdict.CONTRADICTED if earlier >= 0.95 else Verdict.INCONCLUSIVE)
         knees = [int(first_reaching(np.array([[c.mean() for c in cells]]), self.tau)[0])
                  for cells in (cs, cl)]
-        return Finding(verdict, Interval(later, np.nan, np.nan, "bootstrap P",
-                                         tuple(len(c) for c in (*cs, *cl))),
-                       family="progressive",
-                       reason=(f"k*_{self.tau:g}: {knees[0]} at {small.size}, {knees[1]} at "
-                               f"{large.size}; P(k* larger with less data) = {later:.3f}, "
-                               f"P(smaller) = {earlier:.3f}"))
+        n = tuple(len(c) for c in (*cs, *cl))
+        return by_probability(later, earlier, n, Interval(later, np.nan, np.nan, "bootstrap P",
+                                                          n),
+                              f"k*_{self.tau:g}: {knees[0]} at {small.size}, {knees[1]} at "
+                              f"{large.size}; P(k* larger with less data) = {later:.3f}, "
+                              f"P(smaller) = {earlier:.3f}", "progressive")
 
 
 @dataclass(frozen=True)
@@ -924,7 +938,19 @@ class Trend:
         missing = _missing(cells, n_min)
         if missing:
             return lacking(missing, "progressive", f" at {group}")
-        interval = trend(list(ks), [c.to_numpy() for c in cells.values()])
+        series = list(cells.values())
+        common = _common_seeds(series)
+        if len(common) >= n_min:  # the seeds every k ran, resampled together
+            interval = trend(list(ks), [c[common].to_numpy() for c in series], paired=True)
+        else:
+            interval = trend(list(ks), [c.to_numpy() for c in series])
+        if min(interval.n) < MIN_BOOTSTRAP_N:  # a rank statistic has no delta method
+            return Finding(Verdict.INCONCLUSIVE,
+                           dataclasses.replace(interval, method=interval.method + " (low n)"),
+                           rule=self.rule, family="progressive", min_runs=MIN_BOOTSTRAP_N,
+                           reason=(f"low n: {min(interval.n)} seeds in a cell, under the "
+                                   f"{MIN_BOOTSTRAP_N} a bootstrap interval of Spearman's rho "
+                                   "needs (claims.md §0.4)"))
         return Finding(self.rule.decide(interval), interval, rule=self.rule,
                        family="progressive")
 

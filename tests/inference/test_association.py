@@ -61,3 +61,16 @@ def test_trend_with_replicates_has_a_bootstrap_interval():
     got = trend(range(6), cells)
     assert got.estimate == pytest.approx(1.0)
     assert got.defined and got.low > 0.7
+
+
+def test_a_paired_trend_resamples_seeds_jointly_so_a_shared_seed_shift_cancels():
+    """Each seed shifts every level alike (its data subset): resampling the seeds jointly
+    keeps the ranks of the means; resampling each cell alone breaks them."""
+    shift = RNG.normal(0, 0.3, size=8)
+    cells = [0.02 * k + shift + RNG.normal(0, 0.002, 8) for k in range(6)]
+    paired = trend(range(6), cells, paired=True)
+    alone = trend(range(6), cells)
+    assert paired.estimate == alone.estimate == pytest.approx(1.0)
+    assert paired.low > 0.9 and alone.low < 0.5, (paired, alone)
+    with pytest.raises(ValueError, match="one run per seed"):
+        trend(range(3), [[0.1, 0.2], [0.3], [0.4, 0.5]], paired=True)

@@ -362,6 +362,16 @@ def test_000_c5(tmp_path, small, large, want):
     assert f"k*_0.8: {knees}" in row.reason
 
 
+def test_000_c5_under_five_seeds_a_size_is_low_n(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "qnli", 630, SLOW, seeds=3, noise=0.005)
+    plant_progressive(synth, "qnli", 104_743, SHARP, seeds=6, noise=0.005)
+    row = one(verdicts(tmp_path, "000-C5"), "qnli")
+    assert row.verdict == "inconclusive" and row.method == "bootstrap P (low n)"
+    assert row.reason.startswith("low n: 3 seeds in a cell") and "k*_0.8: 5 at 630" in row.reason
+    assert "--seeds 5 " in row.command
+
+
 # -- 000-C4: QNLI's middle third adds little, and its curve is more concave than SST-2's ---
 @pytest.mark.parametrize("qnli,sst2,want", [(CONCAVE, LINEAR, "supported"),
                                             (LINEAR, CONCAVE, "contradicted")])

@@ -419,3 +419,26 @@ def test_000_c14_short_of_seeds_at_one_size(tmp_path):
     row = one(similarity_verdicts(tmp_path, "000-C14"), "sst2")
     assert row.verdict == NED and "per-layer weight distances (2 runs)" in row.reason
     assert row.command.startswith("reinit-tune sweep 000-distance")
+
+
+def test_one_extra_run_keeps_a_contrast_paired_on_the_common_seeds(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    scores = plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=5)
+    synth.add("progressive", "sst2", 0.2, seed=5, train_size=50_000)  # k = 6, seed 5 only
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    est, low, high = paired_t(scores[2] - 0.5 * scores[0] - 0.5 * scores[6])
+    assert row.method == "paired t (common seeds)"
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+
+
+def test_001_c3_trend_pairs_seeds_and_is_low_n_under_five(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    means = {k: 0.5 + 0.05 * k for k in range(7)}
+    plant_progressive(synth, "rte", 500, means, seeds=3, noise=0.01)
+    row = one(verdicts(tmp_path, "001-C3"), "rte")
+    assert row.verdict == "inconclusive" and row.method == "Spearman (bootstrap) (low n)"
+    assert row.reason.startswith("low n: 3 seeds") and "--seeds 5 " in row.command
+    plant_progressive(synth, "rte", 500, means, seeds=5, noise=0.01,
+                      rng=np.random.default_rng(1))  # seeds 0..4: 3 and 4 added
+    row = one(verdicts(tmp_path, "001-C3"), "rte")
+    assert row.verdict == "supported" and row.method == "Spearman (bootstrap)"

@@ -17,7 +17,7 @@ from tests.helpers import verdicts as all_verdicts
 SST2_MAJORITY = 0.509  # what predicting SST-2's dev majority class scores
 
 
-def plant_probes(synth: SyntheticStore, task: str, means: list[float], *, seeds: int = 4,
+def plant_probes(synth: SyntheticStore, task: str, means: list[float], *, seeds: int = 5,
                  noise: float = 0.005, majority: float = SST2_MAJORITY, size: int = 5000,
                  rng=None) -> dict[int, np.ndarray]:
     """A probe of hidden state k = 0..L (``means[k]``) per seed, trained 10 epochs."""
@@ -49,6 +49,21 @@ def test_003_c6_the_best_probe_is_late(tmp_path, means, noise, want):
     assert row.verdict == want, row.reason
     assert "P(best probe at k > 4.5)" in row.reason
     assert row.command is None or "sweep probing" in row.command
+
+
+def test_003_c6_under_five_probe_seeds_is_low_n_not_a_probability(tmp_path):
+    """One late seed in three: the bootstrap over three seeds puts P(late) at about 0.04,
+    which would read as contradicted; under 5 seeds a probability decides nothing."""
+    synth = SyntheticStore(tmp_path)
+    for seed, late in enumerate([False, False, True]):
+        curve = [0.5, 0.6, 0.65, 0.8 if not late else 0.7, 0.68, 0.69, 0.73 if late else 0.7]
+        for k, score in enumerate(curve):
+            synth.add("probing", "sst2", score, seed=seed, probe_layer=k, epochs=10,
+                      num_layers=6, majority=SST2_MAJORITY)
+    row = one(verdicts(tmp_path, "003-C6"), "sst2")
+    assert row.verdict == "inconclusive" and row.reason.startswith("low n: 3 seeds in a cell")
+    assert row.method == "bootstrap P (low n)" and row.estimate < 0.05  # what used to decide
+    assert "--seeds 5 " in row.command and "sweep probing" in row.command
 
 
 def test_003_c6_a_middle_and_a_late_probe_that_tie_are_inconclusive(tmp_path):
