@@ -69,6 +69,7 @@ class VerdictRow:
     mapping: str | None = None
     note: str | None = None  # e.g. "paper: plentiful data only" (left out of the overall)
     figure: str | None = None
+    title: str = ""  # the claim's, e.g. "downstream reinit costs less than upstream reinit"
 
     def to_json(self) -> dict:
         return {k: (None if isinstance(v, float) and v != v else v)
@@ -97,7 +98,8 @@ def evaluate(trials: pd.DataFrame, claims: Iterable[Claim] = CLAIMS,
     found = groups(trials, ("score", *values))
     rows: list[VerdictRow] = []
     for claim in claims:
-        rows += _claim(claim, found, results_dir, compared)
+        rows += [dataclasses.replace(r, title=claim.title)
+                 for r in _claim(claim, found, results_dir, compared)]
     return rows
 
 
@@ -291,6 +293,8 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
                   Verdict.CONTRADICTED: "the 95% interval lies against the claim's rule",
                   Verdict.INCONCLUSIVE: "the 95% interval crosses the rule's boundary"
                   }.get(finding.verdict, "") + f" (estimate {finding.rule})"
+    if method:  # one of the claim's sub-statistics (Spearman, Pearson): say which
+        reason = f"{method}: {reason}" if reason else method
     if seeds is not None:
         reason = (reason + "; " if reason else "") + (
             f"about {seeds} seeds per cell would decide it at the observed spread "
@@ -329,7 +333,8 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
         ci_low=None if interval is None or not interval.defined else interval.low,
         ci_high=None if interval is None or not interval.defined else interval.high,
         n_min=None if interval is None else interval.n_min,
-        method=(method or "") + (interval.method if interval else "") or None,
+        method=": ".join(m for m in (method, interval.method if interval else None) if m)
+        or None,
         rule=str(finding.rule) if finding.rule else None,
         share=None if share is None else share.estimate,
         share_low=None if share is None or not share.defined else share.low,

@@ -26,6 +26,70 @@ def _number(value, digits: int = 3) -> str:
     return f"{value:+.{digits}f}"
 
 
+def _row_html(r: VerdictRow, links: dict[str, str | None]) -> str:
+    claim = BY_ID[r.claim]
+    section = links.get(r.figure or "")
+    link = (f"<a href='#{section}'>{html.escape(r.claim)}</a>" if section
+            else html.escape(r.claim))
+    share = (f"<br>share {r.share:.2f} [{_number(r.share_low, 2)}, "
+             f"{_number(r.share_high, 2)}]" if r.share is not None else "")
+    overall = r.task is None and r.train_size is not None  # decided from task rows
+    ci = (f"[{_number(r.ci_low)}, {_number(r.ci_high)}]" if r.ci_low is not None
+          else "per task" if overall else "-")
+    inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
+    published = (f"{r.published_value:g} ({inside})" if r.published_value is not None
+                 else html.escape(r.published))
+    why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason) if x)
+    if r.command:
+        why += f"<br>run: <code>{html.escape(r.command)}</code>"
+    estimate = _number(r.estimate) or ("per task" if overall else "-")
+    tip = html.escape(f"{claim.source}: \"{claim.quote}\" Estimate: {claim.estimate}",
+                      quote=True)
+    return (f"<tr><td class=text title=\"{tip}\">{link}<br><small>"
+            f"{html.escape(claim.title)}</small></td>"
+            f"<td class=text>{_badge(r.verdict)}</td>"
+            f"<td class=text>{html.escape(verdict_scope(r))}</td>"
+            f"<td>{estimate}{share}</td><td>{ci}</td>"
+            f"<td>{'-' if r.n_min is None else r.n_min}</td>"
+            f"<td class=text>{published}</td><td class=text>{why}</td></tr>")
+
+
+def _family(row: VerdictRow) -> str:
+    """The family whose runs a row's command trains ("other": no command)."""
+    words = (row.command or "").split()
+    return words[2] if len(words) > 2 and words[:2] == ["reinit-tune", "sweep"] else "other"
+
+
+def _folded(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
+    """The "not enough data" verdicts, one folded summary per family: how many claims,
+    the command most of them print, and every row inside."""
+    by_family: dict[str, list[VerdictRow]] = {}
+    for r in rows:
+        by_family.setdefault(_family(r), []).append(r)
+    parts = []
+    for family, found in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
+        claims = sorted({r.claim for r in found})
+        commands: dict[str, int] = {}
+        for r in found:
+            if r.command:
+                commands[r.command] = commands.get(r.command, 0) + 1
+        first = max(commands, key=commands.get) if commands else None
+        run = (f" Most of them: <code>{html.escape(first)}</code>"
+               + (f" ({len(commands) - 1} other commands inside)" if len(commands) > 1
+                  else "") if first else "")
+        parts.append(
+            f"<details class=folded><summary>not enough data, {html.escape(family)}: "
+            f"{len(found)} verdicts of {len(claims)} claims ({html.escape(', '.join(claims[:8]))}"
+            f"{', ...' if len(claims) > 8 else ''}).{run}</summary>"
+            "<div class='table-wrap'><table><tbody>"
+            + "".join(_row_html(r, links) for r in found[:MAX_ROWS])
+            + "</tbody></table></div>"
+            + (f"<p class=source>the first {MAX_ROWS} of {len(found)} shown; <code>"
+               "reinit-tune verdicts --json FILE</code> writes them all</p>"
+               if len(found) > MAX_ROWS else "") + "</details>")
+    return "".join(parts)
+
+
 def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
     """The report's first section: every claim's verdicts on this store (filterable), each
     linked to the figure that draws its runs, then the papers' contradictions side by side
@@ -35,43 +99,17 @@ def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1
     head = ["claim", "verdict", "scope", "estimate", "95% CI", "n", "published (inside CI?)",
             "why, and what would decide it"]
-    # every verdict with a number, and each claim's own rows; a group short of runs is only
-    # counted when there are many (a store mixing 10^5 configurations has 10^4 groups)
-    shown = [r for r in rows if r.verdict != "not enough data" or r.task is None
-             or len(rows) <= MAX_ROWS]
-    left_out = len(rows) - len(shown[:MAX_ROWS])
-    body = []
-    for r in shown[:MAX_ROWS]:
-        claim = BY_ID[r.claim]
-        section = links.get(r.figure or "")
-        link = (f"<a href='#{section}'>{html.escape(r.claim)}</a>" if section
-                else html.escape(r.claim))
-        share = (f"<br>share {r.share:.2f} [{_number(r.share_low, 2)}, "
-                 f"{_number(r.share_high, 2)}]" if r.share is not None else "")
-        overall = r.task is None and r.train_size is not None  # decided from task rows
-        ci = (f"[{_number(r.ci_low)}, {_number(r.ci_high)}]" if r.ci_low is not None
-              else "per task" if overall else "-")
-        inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
-        published = (f"{r.published_value:g} ({inside})" if r.published_value is not None
-                     else html.escape(r.published))
-        why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason) if x)
-        if r.command:
-            why += f"<br>run: <code>{html.escape(r.command)}</code>"
-        estimate = _number(r.estimate) or ("per task" if overall else "-")
-        tip = html.escape(f"{claim.source}: \"{claim.quote}\" Estimate: {claim.estimate}",
-                          quote=True)
-        body.append(
-            f"<tr><td class=text title=\"{tip}\">{link}<br><small>"
-            f"{html.escape(claim.title)}</small></td>"
-            f"<td class=text>{_badge(r.verdict)}</td>"
-            f"<td class=text>{html.escape(verdict_scope(r))}</td>"
-            f"<td>{estimate}{share}</td><td>{ci}</td>"
-            f"<td>{'-' if r.n_min is None else r.n_min}</td>"
-            f"<td class=text>{published}</td><td class=text>{why}</td></tr>")
+    # decided verdicts first, then the undecided ones with a number; "not enough data"
+    # folded per family below them, with the commands that would fill it
+    order = {"supported": 0, "contradicted": 0, "inconclusive": 1}
+    listed = sorted((r for r in rows if r.verdict in order), key=lambda r: order[r.verdict])
+    body = [_row_html(r, links) for r in listed[:MAX_ROWS]]
+    left_out = max(0, len(listed) - MAX_ROWS)
+    short = [r for r in rows if r.verdict not in order]
     summary = ", ".join(f"{n} {html.escape(v)}" for v, n in counts.items())
     table = ("<div class='table-wrap'><table id=\"claims-table\"><thead><tr>"
              + "".join(f"<th class=text>{h}</th>" for h in head) + "</tr></thead><tbody>"
-             + "".join(body) + "</tbody></table></div>")
+             + "".join(body) + "</tbody></table></div>" + _folded(short, links))
     sides = []
     for c in CONTRADICTIONS:
         cells = []
@@ -98,8 +136,8 @@ def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
         "size and protocol, never pooling runs that differ in more than their seed. The "
         "estimate is the claim's statistic with its 95% interval and the fewest runs in any "
         f"cell it reads (n). {summary}."
-        + (f" {left_out} rows are not listed here (groups short of runs, past {MAX_ROWS} "
-           "rows); <code>reinit-tune verdicts --json FILE</code> writes them all."
+        + (f" {left_out} rows are not listed here (past {MAX_ROWS} rows); "
+           "<code>reinit-tune verdicts --json FILE</code> writes them all."
            if left_out else "") + "</p>"
         "<p><input id='claims-filter' placeholder='filter: words that must all appear in a "
         "row' size='50'></p>" + table

@@ -20,6 +20,15 @@ def _interval(low: float | None, high: float | None) -> str:
     return "-" if low is None or high is None else f"[{low:+.3f}, {high:+.3f}]"
 
 
+def _cut(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, cut at a word's end with an ellipsis."""
+    if len(text) <= width:
+        return text
+    head = text[:width - 1]
+    space = head.rfind(" ")
+    return (head[:space] if space > width // 2 else head).rstrip(" ,;(") + "…"
+
+
 def scope(row: VerdictRow) -> str:
     parts = [row.task or "all tasks"]
     if row.train_size:
@@ -35,7 +44,11 @@ def text(rows: Sequence[VerdictRow]) -> str:
     below each verdict its reason, mapping and the command that would decide it."""
     lines = [f"{'claim':<8} {'verdict':<16} {'estimate':>9} {'95% CI':>20} {'n':>3}  "
              f"{'published (in CI?)':<24} scope"]
+    previous = None
     for r in rows:
+        if r.claim != previous and r.title:
+            lines.append(f"{r.claim}: {r.title}")
+        previous = r.claim
         share = (f" (share {r.share:.2f} {_interval(r.share_low, r.share_high)})"
                  if r.share is not None else "")
         inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
@@ -43,8 +56,10 @@ def text(rows: Sequence[VerdictRow]) -> str:
                      else r.published)
         lines.append(f"{r.claim:<8} {r.verdict:<16} {_number(r.estimate):>9} "
                      f"{_interval(r.ci_low, r.ci_high):>20} "
-                     f"{'-' if r.n_min is None else r.n_min:>3}  {published[:24]:<24} "
+                     f"{'-' if r.n_min is None else r.n_min:>3}  {_cut(published, 24):<24} "
                      f"{scope(r)}{share}")
+        if len(published) > 24:
+            lines.append(f"{'':<9}published: {published}")
         for extra in (r.note, r.mapping, r.reason):
             if extra:
                 lines.append(f"{'':<9}{extra}")

@@ -36,14 +36,27 @@ def test_a_report_of_one_figure_skips_the_claims(tmp_path):
     assert "id='claims'" not in (tmp_path / "out" / "report.html").read_text()
 
 
-def test_a_large_store_lists_what_was_decided_and_counts_the_rest():
+def test_decided_verdicts_come_first_and_short_groups_fold_per_family():
     from reinit_tune.verdicts.engine import VerdictRow
     from reinit_tune.verdicts.page import MAX_ROWS, claims_html
 
-    short = [VerdictRow("003-C1", "not enough data", "sst2", str(n), "m", reason="missing")
+    fill = "reinit-tune sweep progressive --tasks sst2 --sizes 50000 --seeds 3 --results r"
+    short = [VerdictRow("003-C1", "not enough data", "sst2", str(n), "m", reason="missing",
+                        command=fill if n % 3 else fill.replace("sst2", "qnli"))
              for n in range(MAX_ROWS + 10)]
-    decided = [VerdictRow("003-C1", "supported", "qnli", "500", "m", estimate=0.1,
-                          ci_low=0.05, ci_high=0.15, n_min=3)]
-    page = claims_html(decided + short, {})
-    assert page.count("<tr><td") == 1 and "v-supported" in page
-    assert f"{MAX_ROWS + 10} rows are not listed here" in page
+    short.append(VerdictRow("003-C9", "not enough data", None, None, None, reason="missing",
+                            command="reinit-tune sweep localized --tasks rte --results r"))
+    open_ = VerdictRow("003-C2", "inconclusive", "rte", "500", "m", estimate=0.0,
+                       ci_low=-0.1, ci_high=0.1, n_min=3)
+    decided = VerdictRow("003-C1", "supported", "qnli", "500", "m", estimate=0.1,
+                         ci_low=0.05, ci_high=0.15, n_min=3)
+    page = claims_html([*short[:3], open_, *short[3:], decided], {})
+    table = page[page.index("claims-table"):page.index("<details")]
+    assert table.count("<tr><td") == 2  # the decided and the inconclusive verdict, only
+    assert table.index("v-supported") < table.index("v-inconclusive")
+    folds = re.findall(r"<summary>(.*?)</summary>", page)
+    assert len(folds) == 2 and folds[0].startswith(
+        f"not enough data, progressive: {MAX_ROWS + 10} verdicts of 1 claims (003-C1).")
+    assert f"Most of them: <code>{fill}</code> (1 other commands inside)" in folds[0]
+    assert folds[1].startswith("not enough data, localized: 1 verdicts of 1 claims (003-C9)")
+    assert f"the first {MAX_ROWS} of {MAX_ROWS + 10} shown" in page
