@@ -3,6 +3,7 @@
 Each entry is data for the engine (``reinit_tune.verdicts.engine``): adding a claim of an
 existing statistic kind is adding an entry here. Thresholds the papers leave open (0.5 for
 "majority", 0.1 of the gain for "little effect") are claims.md's, printed with the verdict.
+The module is long because it is a list: one declaration per claim, nothing else.
 """
 
 from __future__ import annotations
@@ -17,6 +18,27 @@ from reinit_tune.verdicts.conditions import (
     Permuted,
     Probe,
 )
+from reinit_tune.verdicts.contrasts import (
+    GAIN,
+    AcrossSizes,
+    All,
+    AtChance,
+    ByTask,
+    Contrast,
+    EveryLayer,
+    Jump,
+    SizeContrast,
+)
+from reinit_tune.verdicts.curves import (
+    CurveArea,
+    FlatMiddle,
+    KneeShift,
+    LinearDrop,
+    ShareShift,
+    Trend,
+    UnevenSteps,
+)
+from reinit_tune.verdicts.localized import BlockProfiles, MiddleShares
 from reinit_tune.verdicts.pairs import SeedDivergence, TaskDivergence
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
@@ -30,31 +52,8 @@ from reinit_tune.verdicts.probes import (
     WithProbes,
 )
 from reinit_tune.verdicts.rule import Rule
-from reinit_tune.verdicts.statistics import (
-    GAIN,
-    AcrossSizes,
-    All,
-    AtChance,
-    BlockProfiles,
-    ByTask,
-    Contrast,
-    CurveArea,
-    EpochGain,
-    EveryLayer,
-    FlatMiddle,
-    Jump,
-    KneeShift,
-    LayerShift,
-    LinearDrop,
-    MiddleShares,
-    SeedValue,
-    ShareShift,
-    SizeContrast,
-    SpreadRatio,
-    TaskCorrelation,
-    Trend,
-    UnevenSteps,
-)
+from reinit_tune.verdicts.spreads import SpreadRatio, TaskCorrelation
+from reinit_tune.verdicts.trial_values import EpochGain, LayerShift, SeedValue
 
 E, Q, F = Kept("E"), Kept("q"), Kept("F")
 EARLY_GAIN = ((Q, 1.0), (E, -1.0))  # A(n) = s(q) - s(0)

@@ -6,6 +6,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reinit_tune.verdicts.contrasts import (
+    AcrossSizes,
+    All,
+    AtChance,
+    ByTask,
+    Contrast,
+    EveryLayer,
+    Jump,
+    SizeContrast,
+)
+from reinit_tune.verdicts.curves import (
+    CurveArea,
+    FlatMiddle,
+    KneeShift,
+    LinearDrop,
+    ShareShift,
+    Trend,
+    UnevenSteps,
+)
+from reinit_tune.verdicts.localized import BlockProfiles, MiddleShares
 from reinit_tune.verdicts.pairs import SeedDivergence, TaskDivergence
 from reinit_tune.verdicts.probes import (
     BestProbeBelowFinetuning,
@@ -18,30 +38,8 @@ from reinit_tune.verdicts.probes import (
     ProbesNeedMoreLayers,
     WithProbes,
 )
-from reinit_tune.verdicts.statistics import (
-    AcrossSizes,
-    All,
-    AtChance,
-    BlockProfiles,
-    ByTask,
-    Contrast,
-    CurveArea,
-    EpochGain,
-    EveryLayer,
-    FlatMiddle,
-    Jump,
-    KneeShift,
-    LayerShift,
-    LinearDrop,
-    MiddleShares,
-    SeedValue,
-    ShareShift,
-    SizeContrast,
-    SpreadRatio,
-    TaskCorrelation,
-    Trend,
-    UnevenSteps,
-)
+from reinit_tune.verdicts.spreads import SpreadRatio, TaskCorrelation
+from reinit_tune.verdicts.trial_values import EpochGain, LayerShift, SeedValue
 
 Statistic = (Contrast | SizeContrast | ShareShift | EveryLayer | TaskCorrelation | All | Trend
              | SeedValue | ProbePeak | ProbeNearChance | BestProbeBelowFinetuning | ProbedBlock

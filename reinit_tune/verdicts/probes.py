@@ -34,15 +34,11 @@ from reinit_tune.inference import (
     unpaired_contrast,
 )
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Probe
+from reinit_tune.verdicts.contrasts import Contrast
+from reinit_tune.verdicts.curves import BOOT_RESAMPLES, first_reaching, resampled_means
 from reinit_tune.verdicts.depth import block_name, blocks, map_layer
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule, by_probability, delta_abs, lacking
-from reinit_tune.verdicts.statistics import (
-    BOOT_RESAMPLES,
-    Contrast,
-    first_reaching,
-    resampled_means,
-)
 
 RESAMPLES = BOOT_RESAMPLES
 

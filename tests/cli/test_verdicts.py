@@ -41,8 +41,9 @@ def test_only_the_named_claims(tmp_path, capsys):
     plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
     assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-c1"]) == 0
     printed = capsys.readouterr().out
-    assert {line.split()[0] for line in printed.splitlines()[1:-1]
+    assert {line.split()[0].rstrip(":") for line in printed.splitlines()[1:-1]
             if line[:1].isdigit()} == {"003-C1"}
+    assert "003-C1: first quarter of layers gives > half the gain" in printed  # its title
 
 
 def test_refuses_what_it_cannot_read(tmp_path, capsys):
