@@ -290,8 +290,15 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     if probe is not None:  # the probes' own size and protocol, where they differ
         size += f" (probes: {probe.size})"
         differs.update({f"probe {k}": v for k, v in probe.differs})
+    other = large or pair
+    apart = _trained_apart(group, other) if other is not None else {}
+    differs.update(apart)
     in_scope = large is not None or claim.in_scope(group.examples)
     reason = finding.reason
+    if apart:
+        reason = ("compares groups trained differently: "
+                  + "; ".join(f"{k} {v}" for k, v in apart.items())
+                  + (f"; {reason}" if reason else ""))
     if not reason and finding.rule is not None and interval is not None:
         reason = {Verdict.SUPPORTED: "the 95% interval meets the claim's rule",
                   Verdict.CONTRADICTED: "the 95% interval lies against the claim's rule",
@@ -414,6 +421,19 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
                                   .get(claim.sizes, "") if family != "probing" else "")
                                + f" --seeds {claim.n_min} --results {results_dir}"),
                       figure=claim.figure)
+
+
+def _trained_apart(a: Group, b: Group) -> dict[str, str]:
+    """The training flags (``groups.RUN_FLAGS``) two compared groups (two sizes, two tasks)
+    ran with differently, each as "value at a vs value at b": a comparison of sizes that
+    also changed the learning rate is not the size's effect alone (003's own protocol
+    changes the epochs with the size: 5 at 500 examples, 3 above)."""
+    ours, theirs = dict(a.run), dict(b.run)
+    where = (a.size, b.size) if a.size != b.size else (a.task, b.task)
+    return {name: f"{ours.get(name, 'default')} at {where[0]} vs "
+                  f"{theirs.get(name, 'default')} at {where[1]}"
+            for name in dict.fromkeys([*ours, *theirs])
+            if ours.get(name) != theirs.get(name)}
 
 
 def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool) -> str:

@@ -442,3 +442,22 @@ def test_001_c3_trend_pairs_seeds_and_is_low_n_under_five(tmp_path):
                       rng=np.random.default_rng(1))  # seeds 0..4: 3 and 4 added
     row = one(verdicts(tmp_path, "001-C3"), "rte")
     assert row.verdict == "supported" and row.method == "Spearman (bootstrap)"
+
+
+def test_sizes_trained_with_different_learning_rates_say_so_in_the_row(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(9)
+    plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.55, 6: 0.8}, seeds=10, rng=rng,
+                      lr=2e-5)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=3, rng=rng,
+                      lr=5e-5)
+    row = one(verdicts(tmp_path, "003-C3"), "sst2")
+    assert row.train_size == "500 vs 50000"
+    assert row.differs["lr"] == "2e-05 at 500 vs 5e-05 at 50000"
+    assert row.reason.startswith("compares groups trained differently: lr 2e-05 at 500 vs "
+                                 "5e-05 at 50000")
+    same = SyntheticStore(tmp_path / "same")
+    plant_progressive(same, "sst2", 500, {0: 0.5, 2: 0.55, 6: 0.8}, seeds=10, lr=5e-5)
+    plant_progressive(same, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=3, lr=5e-5)
+    row = one(verdicts(tmp_path / "same", "003-C3"), "sst2")
+    assert "lr" not in row.differs and "trained differently" not in row.reason
