@@ -153,15 +153,20 @@ def _room_for_legends(fig) -> None:
     fig.set_size_inches(width, height + rows * (0.5 + 0.13 * max(lines)))
 
 
-def _suptitle_share(fig) -> float:
-    """The share of the figure's height its title takes, with a little room below it:
-    ``tight_layout`` lays the panels out as if there were no title, so two-line panel titles
-    ran into it."""
+def _below_title(fig) -> None:
+    """Lower the panels by what their titles overlap the figure's title, if anything:
+    ``tight_layout`` leaves room for the figure's title, but not always all of it once a
+    figure grew for legends below its panels (no blank band where it already fits)."""
     title = getattr(fig, "_suptitle", None)
-    if title is None or not title.get_text():
-        return 0.0
-    height = title.get_window_extent(fig.canvas.get_renderer()).height
-    return min(0.3, (height + 6 * fig.dpi / 72) / fig.bbox.height)
+    if title is None or not title.get_text() or not fig.axes:
+        return
+    renderer = fig.canvas.get_renderer()
+    bottom = title.get_window_extent(renderer).y0
+    top = max(ax.title.get_window_extent(renderer).y1 if ax.get_title()
+              else ax.get_window_extent(renderer).y1 for ax in fig.axes)
+    overlap = top - bottom + 4 * fig.dpi / 72
+    if overlap > 0:
+        fig.subplots_adjust(top=fig.subplotpars.top - overlap / fig.bbox.height)
 
 
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
@@ -171,7 +176,8 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     _thin_ticks(fig)
     _room_for_legends(fig)
-    fig.tight_layout(rect=(0, 0, 1, 1 - _suptitle_share(fig)))
+    fig.tight_layout()
+    _below_title(fig)
     for p in paths:
         fig.savefig(p, dpi=150)
     pyplot().close(fig)

@@ -59,8 +59,10 @@ Terms = Sequence[tuple[Condition, float]]
 def _missing(cells: dict[str, pd.Series], n_min: int,
              minimum: dict[str, int] | None = None) -> tuple[str, ...]:
     minimum = minimum or {}
-    return tuple(f"{name} ({len(s)} run{'s' * (len(s) != 1)})" if len(s) else name
-                 for name, s in cells.items() if len(s) < max(n_min, minimum.get(name, 0)))
+    need = {name: max(n_min, minimum.get(name, 0)) for name in cells}
+    return tuple(f"{name} ({len(s)} run{'s' * (len(s) != 1)}, {need[name]} needed)"
+                 if len(s) else name
+                 for name, s in cells.items() if len(s) < need[name])
 
 
 def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,

@@ -44,7 +44,8 @@ RESAMPLES = BOOT_RESAMPLES
 
 
 def _probe_missing(probe: Group, layers: range | list[int], n_min: int) -> tuple[str, ...]:
-    return tuple(f"probing k={layer}" + (f" ({n} run{'s' * (n != 1)})" if n else "")
+    return tuple(f"probing k={layer}"
+                 + (f" ({n} run{'s' * (n != 1)}, {n_min} needed)" if n else "")
                  for layer in layers if (n := len(probe.cell(Probe(layer)))) < n_min)
 
 

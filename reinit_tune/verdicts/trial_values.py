@@ -37,7 +37,8 @@ from reinit_tune.verdicts.rule import Finding, Rule, delta_abs, lacking
 
 def _short(group: Group, condition: Kept, value: str, runs: int, family: str) -> Finding:
     """Not enough runs of ``condition`` that measured ``value``."""
-    missing = f"{condition.describe(group.num_layers)} with {value} ({runs} runs)"
+    missing = (f"{condition.describe(group.num_layers)} with {value} ({runs} "
+               f"run{'s' * (runs != 1)})")
     return Finding(Verdict.NOT_ENOUGH_DATA, missing=(missing,), family=family,
                    reason=f"missing: {missing} at {group}")
 
@@ -176,7 +177,8 @@ class EpochGain:
         conditions = self.conditions(group.num_layers)
         cells = {(c, e): self._diffs(group, c, e) for c in conditions for e in epochs}
         missing = [f"{c.describe(group.num_layers)} with the dev score after epochs 3 and "
-                   f"{e} ({len(d)} runs)" for (c, e), d in cells.items() if len(d) < n_min]
+                   f"{e} ({len(d)} runs, {n_min} needed)" for (c, e), d in cells.items()
+                   if len(d) < n_min]
         study = f"--variants epochs --epoch-sizes {group.examples:.0f}"
         if missing:
             return dataclasses.replace(lacking(missing, "variants", f" at {group}"),

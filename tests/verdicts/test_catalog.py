@@ -461,7 +461,7 @@ def test_003_c19_b_several_points_at_500_after_five_epochs(tmp_path, gain5, nois
 def test_003_c19_without_epoch_rows_or_seeds(tmp_path):
     plant_epochs_study(tmp_path, 5000, 0.0, 0.0, 0.001, seeds=2)
     row = epoch_verdict(tmp_path)
-    assert row.verdict == NED and "after epochs 3 and 10 (2 runs)" in row.reason
+    assert row.verdict == NED and "after epochs 3 and 10 (2 runs, 3 needed)" in row.reason
     assert row.command.startswith("reinit-tune sweep variants")
     # the epochs study at this size, not the lr/LayerNorm curves at --sizes
     assert "--variants epochs --epoch-sizes 5000 " in row.command and "--sizes" not in row.command

@@ -82,7 +82,7 @@ def test_003_c1_not_enough_data(tmp_path):
     synth = SyntheticStore(tmp_path)
     plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=1)
     row = one(verdicts(tmp_path, "003-C1"), "sst2")
-    assert row.verdict == NED and "progressive k=2 (1 run)" in row.reason
+    assert row.verdict == NED and "progressive k=2 (1 run, 3 needed)" in row.reason
     assert row.command.startswith("reinit-tune sweep progressive ")
     assert "--sizes 50000" in row.command and "--tasks sst2" in row.command
 
@@ -209,7 +209,7 @@ def test_003_c13_needs_five_permutations(tmp_path):
     orders = [tuple(np.random.RandomState(n).permutation(6).tolist()) for n in (1, 2, 3)]
     plant_permutations(synth, "sst2", perm_mean=0.6, orders=orders)
     row = one(verdicts(tmp_path, "003-C13"), "sst2")
-    assert row.verdict == NED and "(3 runs)" in row.reason
+    assert row.verdict == NED and "(3 runs, 5 needed)" in row.reason
 
 
 def test_003_c13_inconclusive_under_noise(tmp_path):
@@ -368,7 +368,7 @@ def test_size_contrasts_short_of_seeds_at_one_size(tmp_path, claim):
     plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.55, 6: 0.8}, seeds=5)
     plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=1)
     row = one(verdicts(tmp_path, claim), "sst2")
-    assert row.verdict == NED and "at 50000 (1 run)" in row.reason
+    assert row.verdict == NED and "at 50000 (1 run, 3 needed)" in row.reason
 
 
 def test_003_c14_and_c15_short_of_permutations(tmp_path):

@@ -82,7 +82,7 @@ def test_003_c6_needs_a_probe_of_every_hidden_state(tmp_path):
     synth = SyntheticStore(tmp_path)
     plant_probes(synth, "sst2", [0.5, 0.51, 0.52, 0.6, 0.7, 0.8, 0.85], seeds=2)
     row = one(verdicts(tmp_path, "003-C6"), "sst2")
-    assert row.verdict == NED and "probing k=0 (2 runs)" in row.reason
+    assert row.verdict == NED and "probing k=0 (2 runs, 3 needed)" in row.reason
     assert "reinit-tune sweep probing" in row.command and "--sizes 5000" in row.command
 
 
