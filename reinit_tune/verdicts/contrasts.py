@@ -86,9 +86,11 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
     missing = _missing(cells, n_min, minimum)
     if missing:
         # the family that runs the first cell with no runs at all, else the first short one
-        empty = [c for g, ts in zip(groups, terms, strict=True) for c, _ in ts
-                 if not len(g.cell(c))]  # noqa: PLC1802
-        return None, missing, (empty[0].family if empty else family)
+        runs = [(c, len(g.cell(c))) for g, ts in zip(groups, terms, strict=True)
+                for c, _ in ts]
+        empty = [c for c, n in runs if n == 0]
+        short = [c for c, n in runs if n < max(n_min, c.min_runs)]
+        return None, missing, (empty or short)[0].family
     series = list(cells.values())
     units = [tuple(s.index) for s in series]
     seeds = len(groups) == 1 and not any(isinstance(c, Permuted) for c, _ in terms[0])

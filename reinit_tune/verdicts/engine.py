@@ -33,7 +33,7 @@ from reinit_tune.verdicts import epochs as epoch_scores
 from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
-from reinit_tune.verdicts.conditions import Kept
+from reinit_tune.verdicts.conditions import Kept, Permuted
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group, groups
 from reinit_tune.verdicts.pairs import PairSet, pair_sets
@@ -246,8 +246,9 @@ def _task_sets(claim: Claim, candidates: list[Group], results_dir: str) -> list[
     for part in _by(candidates, lambda g: (g.size, g.protocol)):
         part = sorted(part, key=lambda g: g.task)
         finding = claim.statistic.evaluate(part, claim.n_min)
-        row = _row(claim, part[0], finding, results_dir)
-        rows.append(dataclasses.replace(row, task=" / ".join(g.task for g in part)))
+        tasks = tuple(dict.fromkeys(g.task for g in part))
+        row = _row(claim, part[0], finding, results_dir, tasks=tasks)
+        rows.append(dataclasses.replace(row, task=" / ".join(tasks)))
     return rows
 
 
@@ -276,7 +277,8 @@ def _tasks(claim: Claim, candidates: list[Group], results_dir: str) -> list[Verd
 
 def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
          large: Group | None = None, pair: Group | None = None, method: str | None = None,
-         published_value: float | None = None, probe: Group | None = None) -> VerdictRow:
+         published_value: float | None = None, probe: Group | None = None,
+         tasks: tuple[str, ...] | None = None) -> VerdictRow:
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value
     seeds = None
@@ -325,7 +327,9 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
             sizes = _size_arg(probed) if probed is not None else "full"
         n = max(seeds or claim.n_min, claim.n_min, finding.min_runs or 0)
         how = f"--seeds {n}"
-        if seeds is not None and finding.family in ON_DEMAND_FAMILIES:
+        if finding.family == "permutations":  # orders are the permuted cell's runs
+            how = f"--permutations {max(n, Permuted.min_runs)} --seeds {claim.n_min}"
+        elif seeds is not None and finding.family in ON_DEMAND_FAMILIES:
             # seeds on demand: each cell's seeds until its interval is narrower than the
             # distance from the estimate to the rule's boundary
             target = float(f"{abs(interval.estimate - finding.boundary):.2g}")
@@ -333,8 +337,9 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
                    f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
         ks = _k_flag(claim, finding, [g for g in (group, large) if g is not None],
                      reference=how.startswith("--seeds auto"))
+        tasks = tasks or tuple(t for t in (group.task, pair.task if pair else None) if t)
         command = (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
-                   f"{' '.join(t for t in (group.task, pair.task if pair else None) if t)} "
+                   f"{' '.join(tasks)} "
                    f"{finding.sizes_flag or f'--sizes {sizes}'} "
                    f"{_run_flags(probe if finding.family == 'probing' else group, finding)}"
                    f"{ks}{how} --results {results_dir}")

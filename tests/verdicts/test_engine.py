@@ -210,6 +210,8 @@ def test_003_c13_needs_five_permutations(tmp_path):
     plant_permutations(synth, "sst2", perm_mean=0.6, orders=orders)
     row = one(verdicts(tmp_path, "003-C13"), "sst2")
     assert row.verdict == NED and "(3 runs, 5 needed)" in row.reason
+    assert row.command.startswith("reinit-tune sweep permutations ")  # not progressive
+    assert "--permutations 5 --seeds 3 " in row.command and "--k" not in row.command
 
 
 def test_003_c13_inconclusive_under_noise(tmp_path):
@@ -461,3 +463,12 @@ def test_sizes_trained_with_different_learning_rates_say_so_in_the_row(tmp_path)
     plant_progressive(same, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=3, lr=5e-5)
     row = one(verdicts(tmp_path / "same", "003-C3"), "sst2")
     assert "lr" not in row.differs and "trained differently" not in row.reason
+
+
+@pytest.mark.parametrize("claim", ["000-C4", "003-C12"])
+def test_a_claim_over_several_tasks_commands_runs_of_every_task(tmp_path, claim):
+    synth = SyntheticStore(tmp_path)
+    for task in ("qnli", "sst2"):
+        plant_progressive(synth, task, 5000, {0: 0.5, 2: 0.7, 6: 0.9}, seeds=2)
+    row = one(verdicts(tmp_path, claim), "qnli / sst2")
+    assert row.verdict == NED and " --tasks qnli sst2 " in row.command, row.command
