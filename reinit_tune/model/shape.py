@@ -13,6 +13,10 @@ model that cannot be inspected here; a model that can be inspected always uses i
 
 from __future__ import annotations
 
+import difflib
+import os
+import socket
+import urllib.parse
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -119,17 +123,45 @@ def model_shape(model: str) -> ModelShape:
         )
     if model in KNOWN_SHAPES:
         return KNOWN_SHAPES[model]
+    close = difflib.get_close_matches(model, [*KNOWN_SHAPES, EMBEDDED_MODEL], n=3, cutoff=0.75)
+    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    if not hub_reachable():  # a hub lookup offline retries for ~30 s before it fails
+        raise InputError(
+            f"model: cannot find {model!r}: it is not a local folder with a config.json, not "
+            f"one of the known hub models, and the hub ({_hub_host()}) cannot be reached from "
+            f"here.{hint} Pass a local save_pretrained folder, or {EMBEDDED_MODEL!r}, or "
+            "--num-layers/--num-heads for a dry run.")
     try:
         from transformers import AutoConfig
 
         return _shape_from_config(AutoConfig.from_pretrained(model).to_dict())
-    except Exception as e:  # offline, typo, gated repo: all mean "cannot use this name here"
+    except Exception as e:  # typo, gated repo: both mean "cannot use this name here"
         raise InputError(
             f"model: cannot find {model!r}: it is not a local folder with a config.json, not "
             f"one of the known hub models ({', '.join(sorted(KNOWN_SHAPES)[:4])}, ...), and "
-            f"the hub lookup failed ({type(e).__name__}). Pass a local save_pretrained folder, "
-            f"or {EMBEDDED_MODEL!r}, or --num-layers/--num-heads for a dry run."
+            f"the hub lookup failed ({type(e).__name__}).{hint} Pass a local save_pretrained "
+            f"folder, or {EMBEDDED_MODEL!r}, or --num-layers/--num-heads for a dry run."
         ) from None
+
+
+def _hub_host() -> str:
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    return urllib.parse.urlparse(endpoint).hostname or "huggingface.co"
+
+
+@lru_cache(maxsize=1)
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether the model hub answers a TCP connection within ``timeout_s`` (False where
+    ``HF_HUB_OFFLINE`` is set): asked once per process, before a lookup that would retry."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    endpoint = urllib.parse.urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = endpoint.port or (80 if endpoint.scheme == "http" else 443)
+    try:
+        with socket.create_connection((_hub_host(), port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
 
 
 # The transformers ``model_type`` of the hub models above whose config is not read offline.

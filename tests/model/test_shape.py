@@ -29,6 +29,34 @@ def test_a_folder_without_config_and_an_unknown_offline_id_are_input_errors(tmp_
         model_shape("no-such-org/no-such-model")
 
 
+def test_a_misspelled_model_with_the_hub_unreachable_stops_at_once_naming_close_ones(
+        monkeypatch, capsys):
+    """No retries against an unreachable hub (they took ~30 s and printed 24 lines): a
+    connection refused at once, one line, the known names close to the misspelled one."""
+    import time
+
+    from reinit_tune import cli
+    from reinit_tune.model import shape
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # the discard port: refused
+    shape.hub_reachable.cache_clear()
+    model_shape.cache_clear()
+    try:
+        began = time.perf_counter()
+        code = cli.main(["sweep", "progressive", "--model", "bert-base-uncsed", "--tasks",
+                         "rte", "--dry-run"])
+        took = time.perf_counter() - began
+    finally:
+        shape.hub_reachable.cache_clear()
+        model_shape.cache_clear()
+    err = capsys.readouterr().err
+    assert code == 2 and took < 10, (code, took)
+    assert "Retrying" not in err and err.count("\n") == 1, err
+    assert "the hub (127.0.0.1) cannot be reached from here" in err
+    assert "Did you mean 'bert-base-uncased'" in err
+
+
 def test_num_layers_describes_only_models_that_cannot_be_inspected(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert shape_for("my-org/private", 24) == ModelShape(24, None, None)
