@@ -81,6 +81,18 @@ class Sweep:
         self.devices = cluster.resolve_gpus(AUTO_GPUS)
         self.options = planning.resolved(self.options, self.devices.gpus_per_trial)
 
+    def cost(self) -> tuple[cost.Estimate | str | None, int | None]:
+        """What the trials the store lacks would cost (the dry run's estimate, printing
+        nothing; None where the store has them all), and under seeds on demand the most
+        trials it may add (the estimate: the least, every group stopping at --min-seeds)."""
+        self._resolve_devices()
+        plan = planning.make_plan(self.configs, self.options, self.shapes)
+        todo = list(plan.todo)
+        most = len(todo) if plan.groups else None
+        if plan.groups:
+            todo = [c for c in todo if c.seed < plan.options.seeds.min_seeds]
+        return (self._cost(plan, todo, calibrate=False) if todo else None), most
+
     def run(self, *, dry_run: bool = False, calibrate: bool = False) -> SweepSummary:
         """Plan, print the grid, and run what the store lacks (or, with ``dry_run``, print
         the estimated cost and run nothing; ``calibrate`` measures the per-token cost on this

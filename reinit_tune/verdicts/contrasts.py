@@ -149,7 +149,7 @@ class Contrast:
             gain, _, _ = lin([group], [GAIN], n_min)
             if gain is not None and directional(gain) is not Verdict.SUPPORTED:
                 return Finding(Verdict.INCONCLUSIVE, interval, rule=rule, share=share,
-                               family=family,
+                               family=family, undecided=(gain, 0.0),
                                reason=("no significant pretraining gain at this size (F - E "
                                        f"{gain.estimate:+.3f}, CI {gain.low:+.3f} to "
                                        f"{gain.high:+.3f}); shares undefined"))
@@ -210,6 +210,7 @@ def _without_gain(sizes: Sequence[Group], n_min: int, what: str) -> Finding | No
         gain, _, _ = lin([group], [GAIN], n_min)
         if gain is None or directional(gain) is not Verdict.SUPPORTED:
             return Finding(Verdict.INCONCLUSIVE, family="progressive",
+                           undecided=None if gain is None else (gain, 0.0),
                            reason=f"no significant pretraining gain at {group.size}; {what}")
     return None
 

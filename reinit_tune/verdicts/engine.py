@@ -70,6 +70,7 @@ class VerdictRow:
     note: str | None = None  # e.g. "paper: plentiful data only" (left out of the overall)
     figure: str | None = None
     title: str = ""  # the claim's, e.g. "downstream reinit costs less than upstream reinit"
+    cost: str | None = None  # what ``command`` would add, as its dry run plans it
 
     def to_json(self) -> dict:
         return {k: (None if isinstance(v, float) and v != v else v)
@@ -283,10 +284,11 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     value = published_value if published_value is not None else claim.published_value
     seeds = None
     undecidable = False  # not by --max-seeds' default seeds per cell at the observed spread
-    if finding.verdict is Verdict.INCONCLUSIVE and interval is not None and \
-            finding.boundary is not None and finding.min_runs is None:
-        seeds = seeds_to_decide(interval, finding.boundary, limit=DEFAULT_MAX_SEEDS)
-        undecidable = seeds is None and interval.defined and interval.n_min >= 2
+    target = finding.to_decide()
+    if finding.verdict is Verdict.INCONCLUSIVE and target is not None and \
+            target[0] is not None and finding.min_runs is None:
+        seeds = seeds_to_decide(*target, limit=DEFAULT_MAX_SEEDS)
+        undecidable = seeds is None and target[0].defined and target[0].n_min >= 2
     size = group.size if large is None else f"{group.size} vs {large.size}"
     differs = dict(group.differs)
     if probe is not None:  # the probes' own size and protocol, where they differ
@@ -313,10 +315,10 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
             f"about {seeds} seeds per cell would decide it at the observed spread "
             "(an estimate)")
     if undecidable:
-        distance = abs(interval.estimate - finding.boundary)
+        distance = abs(target[0].estimate - target[1])
         reason = (reason + "; " if reason else "") + (
             f"not decidable below {DEFAULT_MAX_SEEDS} seeds per cell at the observed spread "
-            f"(the estimate sits {distance:.2g} from the rule's boundary)")
+            f"(the estimate sits {distance:.2g} from the value it must clear)")
     command = None
     if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family \
             and not undecidable:
@@ -332,8 +334,8 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
         elif seeds is not None and finding.family in ON_DEMAND_FAMILIES:
             # seeds on demand: each cell's seeds until its interval is narrower than the
             # distance from the estimate to the rule's boundary
-            target = float(f"{abs(interval.estimate - finding.boundary):.2g}")
-            how = (f"--seeds auto --target-ci {target:g} --min-seeds {max(3, claim.n_min)} "
+            width = float(f"{abs(target[0].estimate - target[1]):.2g}")
+            how = (f"--seeds auto --target-ci {width:g} --min-seeds {max(3, claim.n_min)} "
                    f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
         ks = _k_flag(claim, finding, [g for g in (group, large) if g is not None],
                      reference=how.startswith("--seeds auto"))

@@ -95,6 +95,17 @@ class Finding:
     # the runs per cell the statistic needs to decide at all (a bootstrap probability: 5),
     # where more than the claim's n_min: what the command's --seeds asks for
     min_runs: int | None = None
+    # what is undecided and must clear which value, where it is not ``interval`` against
+    # ``rule`` (a failed precondition: the pretraining gain against 0): what "seeds
+    # needed" is computed on
+    undecided: tuple[Interval, float] | None = None
+
+    def to_decide(self) -> tuple[Interval, float] | None:
+        """The interval that must clear a value for this finding to be decided, and that
+        value (``undecided``, else ``interval`` against its rule's boundary)."""
+        if self.undecided is not None:
+            return self.undecided
+        return None if self.boundary is None else (self.interval, self.boundary)
 
     @property
     def boundary(self) -> float | None:

@@ -65,6 +65,8 @@ def text(rows: Sequence[VerdictRow]) -> str:
                 lines.append(f"{'':<9}{extra}")
         if r.command:
             lines.append(f"{'':<9}run: {r.command}")
+            if r.cost:
+                lines.append(f"{'':<14}{r.cost}")
     counts = {}
     for r in rows:
         counts[r.verdict] = counts.get(r.verdict, 0) + 1

