@@ -288,7 +288,8 @@ class All:
         reason = ("missing: " + ", ".join(dict.fromkeys(missing)) + f" at {group}"
                   if missing else named)
         return Finding(verdict, first.interval, reason, first.rule, missing=missing,
-                       family=first.family)
+                       family=first.family, undecided=first.undecided,
+                       min_runs=first.min_runs)
 
 
 @dataclass(frozen=True)
