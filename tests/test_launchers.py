@@ -102,3 +102,28 @@ def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, 
     assert not [p for p in psutil.process_iter(["cmdline", "status"])
                 if p.info["status"] != psutil.STATUS_ZOMBIE
                 and any(f"/tmp/ray-{job}" in part for part in p.info["cmdline"] or ())]
+
+
+def test_ray_up_brings_up_cluster_yaml_on_the_local_provider_and_runs_a_sweep(tmp_path):
+    """launchers/ray_up_local.py: `ray up` of cluster.yaml's cluster on Ray's local provider
+    over SSH to 127.0.0.1, a 4-trial sweep through `ray exec`, the dashboard's node list,
+    `ray down`. Opt-in (``REINIT_TUNE_RAY_UP_KEY``: a key the local SSH server accepts):
+    `ray down` stops every Ray process of this machine, the suite's own included."""
+    key = os.environ.get("REINIT_TUNE_RAY_UP_KEY")
+    if not key:
+        pytest.skip("opt-in: set REINIT_TUNE_RAY_UP_KEY to a key an SSH server on "
+                    "127.0.0.1:22 accepts, on a machine where nothing else uses Ray")
+    pytest.importorskip("aiohttp_cors", reason="needs Ray's dashboard: "
+                        "pip install 'reinit-tune[dashboard]'")
+    log = tmp_path / "ray-up.log"
+    run = subprocess.run([sys.executable, str(LAUNCHERS / "ray_up_local.py"), "--key", key,
+                          "--log", str(log)], cwd=REPO, capture_output=True, text=True,
+                         timeout=1800)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:] + log.read_text()[-6000:]
+    assert "ray up: exit 0" in out and "ray down: exit 0" in out
+    assert re.search(r"sweep: sweep progressive: 4 trials: (4 ran ok|0 ran ok, 0 failed, "
+                     r"4 already in the store)", out), out
+    assert re.search(r"dashboard: http://127.0.0.1:8265: 1 node\(s\): ", out), out
+    trials = store.load_trials(Path("~/results/ray-up-local").expanduser())
+    assert len(trials) == 4 and set(trials["status"]) == {"ok"}

@@ -280,9 +280,9 @@ class UnevenSteps:
         for cell in cells[1:]:
             seeds = seeds.intersection(cell.index)
         if not missing and len(seeds) < n_min:
-            missing = (f"{n_min} seeds run at every k ({len(seeds)} found)",)
-        if missing:
-            return lacking(missing, "progressive", f" at {group}")
+            missing = (f"{n_min} seeds run at every k ({len(seeds)} found) at {group.size}",)
+        if missing:  # each name says its size already
+            return lacking(missing, "progressive", f" for {group.task}")
         matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
         steps = np.diff(matrix, axis=1)  # per seed, one column per step k -> k+1
         delta = delta_abs(group.metric)

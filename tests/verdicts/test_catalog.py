@@ -402,6 +402,15 @@ def test_001_c4(tmp_path, curve, want):
     assert f"ANOVA p {p:.3g}" in row.reason
 
 
+def test_001_c4_names_each_missing_k_with_its_size_once(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 400, {0: 0.6, 2: 0.72, 4: 0.77, 6: 0.78}, seeds=3)
+    row = one(verdicts(tmp_path, "001-C4"), "sst2")
+    assert row.reason == ("missing: progressive k=1 at 400, progressive k=3 at 400, "
+                          "progressive k=5 at 400 for sst2"), row.reason
+    assert " --k 1 3 5 " in row.command
+
+
 # -- 002-C4: reverting a low layer barely changes the last layer's representation ----------
 @pytest.mark.parametrize("low,want", [(0.001, "supported"), (0.3, "contradicted")])
 def test_002_c4(tmp_path, low, want):
