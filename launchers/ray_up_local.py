@@ -55,9 +55,6 @@ def local_config(user: str, key: str, data_dir: str) -> dict:
         "idle_timeout_minutes": config["idle_timeout_minutes"],
         "provider": {"type": "local", "head_ip": "127.0.0.1", "worker_ips": []},
         "auth": {"ssh_user": user, "ssh_private_key": key},
-        "available_node_types": {"head": {"resources": {}, "node_config": {},
-                                          "min_workers": 0, "max_workers": 0}},
-        "head_node_type": "head",
         "file_mounts": {k: str(REPO) if v == "." else v
                         for k, v in config["file_mounts"].items()},
         "rsync_exclude": config["rsync_exclude"],
@@ -109,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
                    if line.startswith("sweep progressive:")]
         steps["sweep"] = (summary[-1] if summary else f"exit {sweep.returncode}") + \
             f" ({time.perf_counter() - began:.0f} s)"
-        with urllib.request.urlopen(f"{DASHBOARD}/nodes?view=summary", timeout=30) as r:
+        # token auth, as cluster.yaml sets it: the dashboard asks for the cluster's token
+        request = urllib.request.Request(
+            f"{DASHBOARD}/nodes?view=summary",
+            headers={"Authorization": f"Bearer {token.read_text().strip()}"})
+        with urllib.request.urlopen(request, timeout=30) as r:
             nodes = json.load(r)["data"]["summary"]
         steps["dashboard"] = f"{DASHBOARD}: {len(nodes)} node(s): " + ", ".join(
             str(n.get("ip") or n.get("raylet", {}).get("nodeManagerAddress", "?"))
