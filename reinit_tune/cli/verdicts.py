@@ -53,11 +53,11 @@ def command(args: argparse.Namespace) -> int:
         return 2
     claims = ([verdicts.BY_ID[c.upper()] for c in args.claims] if args.claims
               else verdicts.CLAIMS)
-    statuses = store.load_trials(results, columns=["trial_id", "status"])["status"]
-    if (problem := nothing_to_decide(statuses, str(results))) is not None:
+    stored = store.load_trials(results, columns=list(COLUMNS))  # read once: every status
+    if (problem := nothing_to_decide(stored["status"], str(results))) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 1
-    trials = store.load_trials(results, status="ok", columns=list(COLUMNS))
+    trials = stored[stored["status"] == "ok"].reset_index(drop=True)
     if (problem := bad_scores(trials)) is not None:
         print(f"error: --results {results}: {problem}", file=sys.stderr)
         return 1

@@ -89,9 +89,7 @@ BOOT_RESAMPLES = 10_000  # claims.md §0.4 [BOOT]: B = 10,000
 def resampled_means(cells: list, rng) -> np.ndarray:
     """``BOOT_RESAMPLES`` bootstrap draws of the cells' means (one column per cell): the seeds
     the cells share resampled together, else each cell on its own."""
-    seeds = cells[0].index
-    for cell in cells[1:]:
-        seeds = seeds.intersection(cell.index)
+    seeds = _common_seeds(cells)
     if len(seeds) >= 2:
         matrix = np.column_stack([c[seeds].to_numpy() for c in cells])
         return matrix[rng.integers(0, len(seeds), size=(BOOT_RESAMPLES, len(seeds)))].mean(axis=1)
@@ -276,9 +274,7 @@ class UnevenSteps:
         from scipy import stats
 
         cells, missing = curve_cells(group, n_min)
-        seeds = cells[0].index
-        for cell in cells[1:]:
-            seeds = seeds.intersection(cell.index)
+        seeds = _common_seeds(cells)
         if not missing and len(seeds) < n_min:
             missing = (f"{n_min} seeds run at every k ({len(seeds)} found) at {group.size}",)
         if missing:  # each name says its size already

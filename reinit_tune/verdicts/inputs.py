@@ -76,12 +76,10 @@ def conflicting_reruns(trials: pd.DataFrame, tolerance: float = 1e-9) -> list[Re
     ok = ok[pd.notna(ok["score"])]
     if len(ok) < 2:
         return []
-    runs = pd.DataFrame({"run": frames.run_ids(ok), "score": ok["score"].to_numpy(float)})
-    spread = runs.groupby("run")["score"].agg(["min", "max", "size"])
+    run = frames.run_ids(ok)
+    spread = pd.Series(ok["score"].to_numpy(float)).groupby(run).agg(["min", "max", "size"])
     clash = spread.index[(spread["size"] > 1) & (spread["max"] - spread["min"] > tolerance)]
-    found = []
-    for run in clash:
-        rows = ok[(runs["run"] == run).to_numpy()]
-        found.append(Rerun(str(rows["task"].iloc[0]), int(rows["seed"].iloc[0]),
-                           tuple(map(str, rows["trial_id"])), tuple(map(float, rows["score"]))))
-    return found
+    rows = ok[np.isin(run, clash)].assign(_run=run[np.isin(run, clash)])
+    return [Rerun(str(part["task"].iloc[0]), int(part["seed"].iloc[0]),
+                  tuple(map(str, part["trial_id"])), tuple(map(float, part["score"])))
+            for _, part in rows.groupby("_run", sort=True)]
