@@ -167,3 +167,18 @@ def test_a_missing_k_is_named_and_its_command_plans_exactly_those_trials(
     assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
     plan = capsys.readouterr().out
     assert "progressive  sst2  50000" in plan and "dry run: 3 of 3 trials would run" in plan, plan
+
+
+def test_only_the_first_commands_are_costed(tmp_path, capsys, monkeypatch):
+    """Each cost is a dry run's planning: a store of many groups costs the first COSTED."""
+    from reinit_tune.cli import verdicts as command
+
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.7, 6: 0.9}, seeds=2)
+    assert cli.main(["verdicts", "--results", str(tmp_path)]) == 0
+    costed = capsys.readouterr().out.count("\n              adds ")
+    assert costed > 1
+    monkeypatch.setattr(command, "COSTED", 1)
+    assert cli.main(["verdicts", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n              adds ") + out.count("\n              cost not known") == 1
