@@ -22,6 +22,7 @@ import itertools
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +34,7 @@ from reinit_tune.analysis import explore, frames, plotting, published, similarit
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import NoResultsError
 from reinit_tune.families.base import Figure, FigureSpec, plot
-from reinit_tune.verdicts.page import claims_html
+from reinit_tune.verdicts.page import claims_html, shown_commands
 
 # Tables longer than this are embedded as data and paged in the browser (a static table of
 # 10^4 rows is megabytes of HTML and a page that no longer scrolls).
@@ -421,10 +422,13 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
 
 
 def run(results: Path, out: Path | None = None, only: list[str] | None = None,
-        max_panels: int | None = None) -> int:
+        max_panels: int | None = None,
+        priced: Callable[[list[verdicts.VerdictRow], list[str]],
+                         list[verdicts.VerdictRow]] | None = None) -> int:
     """Write the report of ``results`` into ``out`` (default ``RESULTS/report``) and print
     what was drawn (with ``only``: the numbers of those figures too); the exit status.
-    ``max_panels``: panels per figure at most (``build``)."""
+    ``max_panels``: panels per figure at most (``build``); ``priced(rows, commands)``: the
+    verdict rows with the cost of those commands (the ones the page shows first) filled in."""
     if (problem := store.not_a_store(results)) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -437,6 +441,8 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
     rows = [] if only else verdicts.evaluate(data.trials, results_dir=str(results),
                                              similarity=data.similarity, epochs=data.epochs,
                                              pairs=data.pairs)
+    if priced is not None and rows:
+        rows = priced(rows, shown_commands(rows))
     page.write_text(render(built, data, results.resolve(), unreadable, only, malformed, rows))
     for path in unreadable:
         print(f"warning: {_unreadable_text(path)}", file=sys.stderr)

@@ -27,6 +27,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from reinit_tune.analysis import report
+    from reinit_tune.cli.costs import priced
 
     keys = {s.key for s in report.sections()}
     if args.only and not set(args.only) <= keys:
@@ -39,4 +40,5 @@ def command(args: argparse.Namespace) -> int:
     out = output_folder("--out", args.out) if args.out else None
     if out is None:  # RESULTS/report: the store's own folder, checked as such
         output_folder("--results", Path(args.results))
-    return report.run(Path(args.results), out, args.only, max_panels=args.max_panels)
+    return report.run(Path(args.results), out, args.only, max_panels=args.max_panels,
+                      priced=priced)

@@ -4,9 +4,6 @@ One row per verdict (``reinit_tune.verdicts``), optionally as JSON."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import logging
-import shlex
 import sys
 from pathlib import Path
 
@@ -32,6 +29,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from reinit_tune import store, verdicts
+    from reinit_tune.cli.costs import priced
     from reinit_tune.verdicts.epochs import EPOCH_COLUMNS
     from reinit_tune.verdicts.groups import COLUMNS
     from reinit_tune.verdicts.inputs import bad_scores, conflicting_reruns, nothing_to_decide
@@ -67,9 +65,7 @@ def command(args: argparse.Namespace) -> int:
     pairs = store.load_pairs(results, columns=list(PAIR_COLUMNS))
     rows = verdicts.evaluate(trials, claims, results_dir=str(results), similarity=similarity,
                              epochs=epochs, pairs=pairs)
-    costs = _costs(rows)
-    rows = [dataclasses.replace(r, cost=costs[r.command]) if r.command in costs else r
-            for r in rows]
+    rows = priced(rows, [r.command for r in rows if r.command])
     print(text(rows))
     if clashes:
         print(f"note: {len(clashes)} run(s) were stored by several trials (under two "
@@ -80,52 +76,3 @@ def command(args: argparse.Namespace) -> int:
         write_json(rows, args.json)
         print(f"wrote {len(rows)} verdicts to {args.json}")
     return 0
-
-
-COSTED = 40  # commands whose cost is planned; the rest print without one
-
-
-def _costs(rows) -> dict[str, str]:
-    """What each distinct command of ``rows`` would add, as its dry run plans it: "12
-    trials, about 0.05 device-hours on ..." (or why that is not known here); the first
-    ``COSTED`` of them."""
-    from reinit_tune import families
-    from reinit_tune.cli.sweep import configs_of, run_options, sweep_parser
-    from reinit_tune.errors import InputError
-    from reinit_tune.model.shape import shape_for
-    from reinit_tune.sweep.runner import Sweep
-
-    found: dict[str, str] = {}
-    quiet = logging.getLogger("reinit_tune")
-    level, quiet.level = quiet.level, logging.ERROR  # the plan's warnings are the sweep's
-    try:
-        # each is a dry run's planning (~0.3 s): a store of 10^4 groups prints thousands
-        for command in list(dict.fromkeys(r.command for r in rows if r.command))[:COSTED]:
-            words = shlex.split(command)
-            try:
-                family = families.get(words[2])
-                args = sweep_parser(family).parse_args(words[3:])
-                model = args.model or family.model
-                estimate, most = Sweep(configs_of(args, family), run_options(args, family),
-                                       shapes={model: shape_for(model, args.num_layers,
-                                                                args.num_heads)}).cost()
-            except (InputError, SystemExit, OSError) as e:
-                why = " ".join(line.strip(" -") for line in str(e).splitlines()[:2])
-                found[command] = "cost not known here" + (
-                    f" (its dry run says: {why})" if why else "")
-                continue
-            if isinstance(estimate, str):
-                found[command] = estimate.removeprefix("estimated cost: ")
-            elif estimate is None or not estimate.trials:
-                found[command] = ("adds nothing: the store has these trials" if most is None
-                                  else f"adds 0 to {most} trials (seeds on demand)")
-            else:
-                unit = "GPU-hours" if estimate.packs else "device-hours"
-                hours = f"about {estimate.device_hours:.2g} {unit}"
-                found[command] = (
-                    f"adds {estimate.trials} to {most} trials (seeds on demand), {hours} for "
-                    f"the first {estimate.trials}" if most and most > estimate.trials
-                    else f"adds {estimate.trials} trials, {hours}") + f" on {estimate.device}"
-    finally:
-        quiet.setLevel(level)
-    return found

@@ -151,9 +151,14 @@ def _touches(claim: Claim, group: Group) -> bool:
     conditions = claim.statistic.conditions(layers)
     own = [c for c in conditions
            if c.family == claim.figure and c.describe(layers) not in common]
-    # a progressive claim's group is one with progressive runs, whichever k they kept (a
-    # group lacking the claim's own k gets its row, naming that k)
-    siblings = [Kept(k) for k in range(1, layers) if any(isinstance(c, Kept) for c in own)]
+    if group.experiments and not group.experiments & {claim.figure,
+                                                      *(c.family for c in conditions)}:
+        # runs another study wrote alike (the epochs study's k = 0, 3, 6 at 10 epochs)
+        # decide the claim where they hold every cell it reads, and are not its group else
+        return all(group.has(c) for c in conditions if c.family != "probing")
+    # a group lacking the claim's own k gets its row, naming that k
+    siblings = [dataclasses.replace(c, k=k) for c in own if isinstance(c, Kept)
+                for k in range(1, layers)]
     return any(group.has(c) for c in [*own, *siblings] or conditions)
 
 
@@ -466,14 +471,14 @@ def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool
 
 def _run_flags(group: Group | None, finding: Finding) -> str:
     """The flags that train new runs as the group's were trained (its learning rate, batch,
-    epochs, sequence length, precision), each followed by a space; probes and the epochs
-    study take their epochs from their own flags; none without a group (probes not run yet:
-    the probing family's defaults)."""
+    epochs, sequence length, precision), each followed by a space; the epochs study takes
+    its epochs from its own flag; none without a group (probes not run yet: the probing
+    family's defaults)."""
     if group is None:
         return ""
     flags = []
     for name, value in group.run:
-        if name == "epochs" and (finding.family == "probing" or finding.sizes_flag):
+        if name == "epochs" and finding.sizes_flag:
             continue
         if name in ("lr", "batch_size", "epochs", "max_seq_length"):
             value = f"{float(value):g}"

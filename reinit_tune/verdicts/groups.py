@@ -57,6 +57,8 @@ class Group:
     chance: float | None = None
     # ``RUN_FLAGS`` and their values in the group's runs
     run: tuple[tuple[str, str], ...] = ()
+    # the families whose sweeps wrote the group's runs (the store's ``experiment``)
+    experiments: frozenset[str] = frozenset()
     _cells: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -128,13 +130,16 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
         **{k: (k, "first") for k in dict.fromkeys([*keys, "metric", *fields, *RUN_FLAGS])},
         examples=("train_examples", "median"), chance=("majority_score", "median"))
     surgeries = _surgeries(rows, values)
+    written = rows.groupby("_group", sort=True)["experiment"].agg(
+        lambda e: frozenset(map(str, e.dropna().unique())))
     return [Group(str(h.task_name), str(h.size), float(h.examples), str(h.setting or ""),
                   str(h.model), int(h.num_layers), str(h.metric),
                   tuple((f, _text(getattr(h, f))) for f in fields),
                   surgeries.get(g, {}),
                   None if pd.isna(h.chance) else float(h.chance),
                   tuple((f, _text(getattr(h, f))) for f in RUN_FLAGS
-                        if _text(getattr(h, f)) != "default"))
+                        if _text(getattr(h, f)) != "default"),
+                  written.get(g, frozenset()))
             for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
 
 

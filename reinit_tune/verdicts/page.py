@@ -14,6 +14,7 @@ from reinit_tune.verdicts.table import scope as verdict_scope
 
 # Rows the page lists at most (all of them go to ``reinit-tune verdicts``).
 MAX_ROWS = 500
+ORDER = {"supported": 0, "contradicted": 0, "inconclusive": 1}  # decided first
 
 
 def _badge(verdict: str) -> str:
@@ -41,7 +42,7 @@ def _row_html(r: VerdictRow, links: dict[str, str | None]) -> str:
                  else html.escape(r.published))
     why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason) if x)
     if r.command:
-        why += f"<br>run: <code>{html.escape(r.command)}</code>"
+        why += f"<br>run: <code>{html.escape(r.command)}</code>" + _cost(r.cost)
     estimate = _number(r.estimate) or ("per task" if overall else "-")
     tip = html.escape(f"{claim.source}: \"{claim.quote}\" Estimate: {claim.estimate}",
                       quote=True)
@@ -54,10 +55,41 @@ def _row_html(r: VerdictRow, links: dict[str, str | None]) -> str:
             f"<td class=text>{published}</td><td class=text>{why}</td></tr>")
 
 
+def _cost(cost: str | None) -> str:
+    return f"<br><small class=cost>{html.escape(cost)}</small>" if cost else ""
+
+
 def _family(row: VerdictRow) -> str:
     """The family whose runs a row's command trains ("other": no command)."""
     words = (row.command or "").split()
     return words[2] if len(words) > 2 and words[:2] == ["reinit-tune", "sweep"] else "other"
+
+
+def _first(rows: list[VerdictRow]) -> str | None:
+    """The command most of ``rows`` print (the first of them on a tie)."""
+    commands: dict[str, int] = {}
+    for r in rows:
+        if r.command:
+            commands[r.command] = commands.get(r.command, 0) + 1
+    return max(commands, key=commands.get) if commands else None
+
+
+def _decided_first(rows: list[VerdictRow]) -> tuple[list[VerdictRow], list[VerdictRow]]:
+    """The rows with a number (decided first, then inconclusive) and the "not enough data"
+    rows, which the page folds per family."""
+    listed = sorted((r for r in rows if r.verdict in ORDER), key=lambda r: ORDER[r.verdict])
+    return listed, [r for r in rows if r.verdict not in ORDER]
+
+
+def shown_commands(rows: list[VerdictRow]) -> list[str]:
+    """The commands the page shows first: those of the rows it lists, then the one each
+    folded family summary names (what a reader sees before opening a fold)."""
+    listed, short = _decided_first(rows)
+    by_family: dict[str, list[VerdictRow]] = {}
+    for r in short:
+        by_family.setdefault(_family(r), []).append(r)
+    folded = [_first(found) for found in by_family.values()]
+    return [c for c in [*(r.command for r in listed[:MAX_ROWS]), *folded] if c]
 
 
 def _folded(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
@@ -69,14 +101,13 @@ def _folded(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
     parts = []
     for family, found in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
         claims = sorted({r.claim for r in found})
-        commands: dict[str, int] = {}
-        for r in found:
-            if r.command:
-                commands[r.command] = commands.get(r.command, 0) + 1
-        first = max(commands, key=commands.get) if commands else None
+        others = len({r.command for r in found if r.command}) - 1
+        first = _first(found)
+        cost = next((r.cost for r in found if r.command == first and r.cost), None)
         run = (f" Most of them: <code>{html.escape(first)}</code>"
-               + (f" ({len(commands) - 1} other commands inside)" if len(commands) > 1
-                  else "") if first else "")
+               + (f" ({html.escape(cost)})" if cost else "")
+               + (f" ({others} other commands inside)" if others > 0 else "")
+               if first else "")
         parts.append(
             f"<details class=folded><summary>not enough data, {html.escape(family)}: "
             f"{len(found)} verdicts of {len(claims)} claims ({html.escape(', '.join(claims[:8]))}"
@@ -101,11 +132,9 @@ def claims_html(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
             "why, and what would decide it"]
     # decided verdicts first, then the undecided ones with a number; "not enough data"
     # folded per family below them, with the commands that would fill it
-    order = {"supported": 0, "contradicted": 0, "inconclusive": 1}
-    listed = sorted((r for r in rows if r.verdict in order), key=lambda r: order[r.verdict])
+    listed, short = _decided_first(rows)
     body = [_row_html(r, links) for r in listed[:MAX_ROWS]]
     left_out = max(0, len(listed) - MAX_ROWS)
-    short = [r for r in rows if r.verdict not in order]
     summary = ", ".join(f"{n} {html.escape(v)}" for v, n in counts.items())
     table = ("<div class='table-wrap'><table id=\"claims-table\"><thead><tr>"
              + "".join(f"<th class=text>{h}</th>" for h in head) + "</tr></thead><tbody>"

@@ -299,12 +299,14 @@ class ProbesNeedMoreLayers:
                                                   axis=1))[0],
                     halfway(np.array([[c.mean() for c in ft]]))[0]]
         n = tuple(len(c) for c in ft)
-        runs = (*n, *(len(probe.cell(Probe(layer))) for layer in layers))
-        return by_probability(p_later, 1 - p_later, runs,
+        probed = tuple(len(probe.cell(Probe(layer))) for layer in layers)
+        # where the seeds are short, the family that adds them: the probes' or the curve's
+        short_of = "probing" if min(probed) <= min(n) else "progressive"
+        return by_probability(p_later, 1 - p_later, (*n, *probed),
                               Interval(p_later, np.nan, np.nan, "bootstrap P", n),
                               f"k50: probes {observed[0]}, finetuning {observed[1]}; "
                               f"P(k50_probe > k50_ft) = {p_later:.3f} over {RESAMPLES:,} "
-                              "resamples (decides at >= 0.95 / <= 0.05)", "progressive")
+                              "resamples (decides at >= 0.95 / <= 0.05)", short_of)
 
 
 def curve_gap(finetuning: np.ndarray, probes: np.ndarray) -> np.ndarray:
@@ -425,4 +427,5 @@ class WithProbes:
                                         if f.interval is not None else "")
             + (f" ({f.reason})" if f.reason else "") for label, f in found)
         return Finding(verdict, shown.interval, rule=shown.rule, share=shown.share,
-                       family=shown.family, reason=named)
+                       family=shown.family, reason=named, min_runs=shown.min_runs,
+                       undecided=shown.undecided)

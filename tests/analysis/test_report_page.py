@@ -287,3 +287,22 @@ def test_a_figure_that_failed_is_named_before_the_figures(tmp_path):
     summary = section_of(page, "<details id='missing'>", "</summary>")
     assert "1 of them failed" in summary
     assert "ValueError: a bug" in page[page.index("<details id='missing'>"):]
+
+
+def test_the_claims_commands_show_their_cost_as_the_verdicts_command_prints_it(
+        tmp_path, capsys, glue_dir):
+    """A suggested command on the page carries what its dry run plans (the same words as
+    `reinit-tune verdicts`): in a listed row and in a folded family's summary."""
+    from tests.helpers import plant_progressive
+
+    root = tmp_path / "results"
+    plant_progressive(SyntheticStore(root), "sst2", 50_000, {0: 0.5, 2: 0.72, 6: 0.9},
+                      noise=0.05, seeds=4)
+    assert cli(capsys, "report", "--results", str(root))[0] == 0
+    page = (root / "report" / "report.html").read_text()
+    code, out = cli(capsys, "verdicts", "--results", str(root), "--claims", "003-C1")
+    printed = re.search(r"\n {14}(adds up to \d+ trials[^\n]*)", out).group(1)
+    assert f"<small class=cost>{printed}</small>" in page
+    folded = re.findall(r"Most of them: <code>[^<]+</code> \((adds \d+ trials, about [^)]+)\)",
+                        page)
+    assert folded, section_of(page, "<details class=folded>", "</summary>")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from reinit_tune import cli
 from tests.helpers import (
     REPO,
@@ -12,6 +14,7 @@ from tests.helpers import (
     plant_distances,
     plant_epochs_study,
     plant_pairs,
+    plant_permutations,
     plant_progressive,
 )
 
@@ -171,14 +174,61 @@ def test_a_missing_k_is_named_and_its_command_plans_exactly_those_trials(
 
 def test_only_the_first_commands_are_costed(tmp_path, capsys, monkeypatch):
     """Each cost is a dry run's planning: a store of many groups costs the first COSTED."""
-    from reinit_tune.cli import verdicts as command
+    from reinit_tune.cli import costs
 
     synth = SyntheticStore(tmp_path)
     plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.7, 6: 0.9}, seeds=2)
     assert cli.main(["verdicts", "--results", str(tmp_path)]) == 0
     costed = capsys.readouterr().out.count("\n              adds ")
     assert costed > 1
-    monkeypatch.setattr(command, "COSTED", 1)
+    monkeypatch.setattr(costs, "COSTED", 1)
     assert cli.main(["verdicts", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert out.count("\n              adds ") + out.count("\n              cost not known") == 1
+
+
+def _probes_short(synth):
+    """000-C9: finetuning at 5 seeds, probes at 3 (under the 5 a bootstrap P needs)."""
+    from tests.verdicts.test_probes import plant_probes
+
+    plant_progressive(synth, "sst2", 5000, {k: 0.5 + 0.4 * (1 - 0.5 ** k) for k in range(7)},
+                      noise=0.005)
+    plant_probes(synth, "sst2", [0.5, 0.51, 0.52, 0.55, 0.6, 0.75, 0.8], seeds=3)
+
+
+def _orders_short(synth):
+    """003-C13: 3 of the sweep's own layer orders (runs 0..2), 5 needed."""
+    from reinit_tune.families.permutations import permutation
+
+    plant_permutations(synth, "sst2", perm_mean=0.6, orders=[permutation(n, 6)
+                                                               for n in range(3)],
+                       effects=[0, 0, 0], seeds=3)
+
+
+def _spread_wide(synth):
+    """003-C1 inconclusive under noise: seeds on demand to the width that would decide."""
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.72, 6: 0.9}, noise=0.05, seeds=4)
+
+
+@pytest.mark.parametrize("plant,claim,family,plans", [
+    (_probes_short, "000-C9", "probing", "dry run: 14 of 35 trials would run"),  # 2 seeds x 7
+    (_orders_short, "003-C13", "permutations", "dry run: 2 of 11 trials would run"),
+    (_spread_wide, "003-C1", "progressive", "dry run: 138 of 150 trials would run"),
+])
+def test_each_kind_of_printed_command_plans_what_is_missing_and_nothing_else(
+        tmp_path, capsys, glue_dir, no_ray, plant, claim, family, plans):
+    """The command of an undecided verdict, run as printed with --dry-run: the family that
+    adds the short cells, at the group's own protocol, planning only trials the store lacks
+    (seeds on demand: up to --max-seeds per cell, the stored seeds counted)."""
+    import shlex
+
+    plant(SyntheticStore(tmp_path))
+    out = tmp_path / "v.json"
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", claim,
+                     "--json", str(out)]) == 0
+    [row] = [r for r in json.loads(out.read_text()) if r["task"] == "sst2" and r["command"]]
+    command = shlex.split(row["command"])
+    assert command[2] == family, row["command"]
+    capsys.readouterr()
+    assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
+    assert plans in capsys.readouterr().out

@@ -14,6 +14,7 @@ from scipy import stats
 from reinit_tune import store
 from reinit_tune.config import TrialConfig
 from reinit_tune.verdicts import BY_ID, evaluate
+from reinit_tune.verdicts.table import scope
 from tests.helpers import (
     NED,
     SyntheticStore,
@@ -490,3 +491,37 @@ def test_seeds_for_a_failed_precondition_are_those_that_would_make_the_gain_sign
     gain = Interval(est, low, high, "paired t", (4, 4), df=3)
     assert low < 0 < high and row.seeds_needed == seeds_to_decide(gain, 0.0, limit=50)
     assert f"--target-ci {float(f'{abs(est):.2g}'):g} " in row.command
+
+
+def _epochs_study(synth: SyntheticStore, k_means: dict, *, seeds: int = 3) -> None:
+    """The epochs study's runs (003 App. D): k at 10 epochs, written by `sweep variants`."""
+    for seed in range(seeds):
+        for k, mean in k_means.items():
+            synth.add("variants", "sst2", mean + 0.001 * seed, seed=seed, train_size=500,
+                      reinit_layers=range(k, 6), epochs=10)
+
+
+@pytest.mark.parametrize("claim", ["003-C1", "000-C7", "001-C3", "001-C4"])
+def test_another_studys_runs_lacking_the_claims_cells_get_no_row(tmp_path, claim):
+    """The epochs study's k = 0, 3, 6 at 10 epochs are progressive cells, but another study's:
+    a progressive claim gets no "not enough data" row for their group, while the epochs
+    claim still reads it."""
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 500, {k: 0.5 + 0.05 * k for k in range(7)}, seeds=5,
+                      epochs=5)
+    _epochs_study(synth, {0: 0.5, 3: 0.7, 6: 0.8})
+    rows = [r for r in verdicts(tmp_path, claim) if r.task == "sst2"]
+    assert rows and all("epochs=10" not in scope(r) for r in rows), \
+        [(scope(r), r.verdict) for r in rows]
+    epochs = evaluate(store.load_trials(tmp_path), [BY_ID["003-C19"]],
+                      epochs=store.load_epochs(tmp_path))
+    assert any("epochs=10" in scope(r) and r.verdict != NED for r in epochs), \
+        [(scope(r), r.verdict, r.reason) for r in epochs]
+
+
+def test_another_studys_runs_holding_every_cell_decide(tmp_path):
+    """Runs another sweep wrote are still data: where they hold every cell, they decide."""
+    synth = SyntheticStore(tmp_path)
+    _epochs_study(synth, {0: 0.5, 2: 0.8, 6: 0.9})
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    assert row.verdict == "supported" and "500" in scope(row)
