@@ -465,6 +465,25 @@ def plant_progressive(synth: SyntheticStore, task: str, size: int, means: dict, 
     return {k: np.array(v) for k, v in scores.items()}
 
 
+SST2_MAJORITY = 0.509  # what predicting SST-2's dev majority class scores
+
+
+def plant_probes(synth: SyntheticStore, task: str, means: list[float], *, seeds: int = 5,
+                 noise: float = 0.005, majority: float = SST2_MAJORITY, size: int = 5000,
+                 rng=None) -> dict[int, np.ndarray]:
+    """A probe of hidden state k = 0..L (``means[k]``) per seed, trained 10 epochs."""
+    rng = rng or np.random.default_rng(7)
+    layers = len(means) - 1
+    scores = {k: [] for k in range(len(means))}
+    for seed in range(seeds):
+        for k, mean in enumerate(means):
+            s = float(mean + rng.normal(0, noise))
+            synth.add("probing", task, s, seed=seed, probe_layer=k, epochs=10,
+                      num_layers=layers, train_size=size, majority=majority)
+            scores[k].append(s)
+    return {k: np.array(v) for k, v in scores.items()}
+
+
 def plant_localized(synth: SyntheticStore, task: str, means: dict, *, seeds: int = 4,
               noise: float = 0.01, layers: int = 12, rng=None) -> dict:
     """Localized runs: means maps ("kept"|"reinit", block index) and "E"/"F" to scores."""

@@ -137,7 +137,9 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
         needs = memory.tune_trial_bytes(packs, plan.shapes, use_gpu=gpus_per_trial > 0,
                                         data_dir=plan.data_dir,
                                         similarity=runtime.similarity is not None)
-    print(devices_line(gpus_per_trial, gpus, packs), file=out or sys.stdout, flush=True)
+    print(devices_line(gpus_per_trial, gpus, packs,
+                       trial_slots(options.resources.cpus_per_trial, gpus_per_trial)),
+          file=out or sys.stdout, flush=True)
     trainable = named_trainable(tune.with_resources(
         tune.with_parameters(run_trial, configs=todo, runtime=runtime, claims=claim_context)
         if pack_size == 1 else tune.with_parameters(run_pack, packs=packs, runtime=runtime,
@@ -251,15 +253,17 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
 
 
 def devices_line(gpus_per_trial: float, gpus: float,
-                 packs: dict[str, list[TrialConfig]]) -> str:
-    """The plan line printed before the first trial: what runs on what."""
+                 packs: dict[str, list[TrialConfig]], slots: int = 0) -> str:
+    """The plan line printed before the first trial: what runs on what, and how many Tune
+    trials the cluster's nodes run at once (``slots``; none said where it has none yet)."""
     largest = max((len(m) for m in packs.values()), default=1)
     what = (f"packs of up to {largest} trials ({len(packs)} Tune trials)" if largest > 1
             else "one trial per Tune trial")
+    at_once = f", up to {slots} at a time" if slots > 0 else ""
     if gpus_per_trial <= 0:
-        return f"CPU trials: {what}"
+        return f"CPU trials: {what}{at_once}"
     where = f"{gpus:g} GPUs" if gpus > 0 else "GPUs the autoscaler starts"
-    return f"GPU trials: {gpus_per_trial:g} GPU per Tune trial, {what}, {where}"
+    return f"GPU trials: {gpus_per_trial:g} GPU per Tune trial, {what}, {where}{at_once}"
 
 
 def _group_scores(plan: Plan) -> dict[str, float]:
@@ -274,12 +278,17 @@ def chunk_size(cpus_per_trial: float, gpus_per_trial: float) -> int:
     Tune's controller walks every trial it holds on each step, so one ``fit`` of 10^4 trials
     costs 2.6x more driver time per trial than one of 100 (benchmarks/RESULTS.md, "the sweep
     driver at scale"); chunks of about 10^3 keep it at the 10^3 cost."""
+    return max(MIN_CHUNK_TRIALS, 20 * trial_slots(cpus_per_trial, gpus_per_trial))
+
+
+def trial_slots(cpus_per_trial: float, gpus_per_trial: float) -> int:
+    """How many Tune trials the cluster's nodes run at once, by the CPUs (or GPUs) each asks
+    for (fewer where their memory estimates do not fit; 0 before an autoscaler starts any)."""
     import ray
 
     resources = ray.cluster_resources()
-    slots = (resources.get("GPU", 0) / gpus_per_trial if gpus_per_trial > 0
-             else resources.get("CPU", 1) / cpus_per_trial)
-    return max(MIN_CHUNK_TRIALS, 20 * int(slots))
+    return int(resources.get("GPU", 0) / gpus_per_trial if gpus_per_trial > 0
+               else resources.get("CPU", 0) / cpus_per_trial)
 
 
 MIN_CHUNK_TRIALS = 1000

@@ -28,12 +28,12 @@ from reinit_tune.inference import (
     seeds_to_decide,
 )
 from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS
-from reinit_tune.sweep.seeds import ON_DEMAND_FAMILIES
 from reinit_tune.verdicts import epochs as epoch_scores
 from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
-from reinit_tune.verdicts.conditions import Kept, Permuted
+from reinit_tune.verdicts.commands import sweep_command
+from reinit_tune.verdicts.conditions import Kept
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group, groups
 from reinit_tune.verdicts.pairs import PairSet, pair_sets
@@ -327,29 +327,9 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     command = None
     if finding.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_ENOUGH_DATA) and finding.family \
             and not undecidable:
-        sizes = " ".join(_size_arg(g) for g in (group, large) if g is not None)
-        if finding.family == "probing":  # more probes at the probes' size, else the paper's
-            probed = probe or (group if claim.statistic.scope == "probe"
-                               and not claim.statistic.needs_finetune else None)
-            sizes = _size_arg(probed) if probed is not None else "full"
-        n = max(seeds or claim.n_min, claim.n_min, finding.min_runs or 0)
-        how = f"--seeds {n}"
-        if finding.family == "permutations":  # orders are the permuted cell's runs
-            how = f"--permutations {max(n, Permuted.min_runs)} --seeds {claim.n_min}"
-        elif seeds is not None and finding.family in ON_DEMAND_FAMILIES:
-            # seeds on demand: each cell's seeds until its interval is narrower than the
-            # distance from the estimate to the rule's boundary
-            width = float(f"{abs(target[0].estimate - target[1]):.2g}")
-            how = (f"--seeds auto --target-ci {width:g} --min-seeds {max(3, claim.n_min)} "
-                   f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
-        ks = _k_flag(claim, finding, [g for g in (group, large) if g is not None],
-                     reference=how.startswith("--seeds auto"))
-        tasks = tasks or tuple(t for t in (group.task, pair.task if pair else None) if t)
-        command = (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
-                   f"{' '.join(tasks)} "
-                   f"{finding.sizes_flag or f'--sizes {sizes}'} "
-                   f"{_run_flags(probe if finding.family == 'probing' else group, finding)}"
-                   f"{ks}{how} --results {results_dir}")
+        command = sweep_command(claim, group, finding, results_dir, seeds=seeds,
+                                target=target, large=large, pair=pair, probe=probe,
+                                tasks=tasks)
     return VerdictRow(
         claim=claim.id, verdict=str(finding.verdict),
         task=group.task if pair is None else f"{group.task} / {pair.task}",
@@ -446,48 +426,3 @@ def _trained_apart(a: Group, b: Group) -> dict[str, str]:
                   f"{theirs.get(name, 'default')} at {where[1]}"
             for name in dict.fromkeys([*ours, *theirs])
             if ours.get(name) != theirs.get(name)}
-
-
-def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool) -> str:
-    """``--k`` of a progressive command: the k's whose cells are short of runs where the
-    verdict lacks data, else the k's the claim's statistic reads (with k = L, the
-    reference of seeds on demand, where it asks for them); nothing where that is every k."""
-    if finding.family != "progressive" or not groups or claim.statistic.scope == "pairs":
-        return ""
-    layers = groups[0].num_layers
-    kept = [c for c in claim.statistic.conditions(layers)
-            if isinstance(c, Kept) and c.family == "progressive"]
-    ks = {c.layers(layers) for c in kept}
-    if finding.verdict is Verdict.NOT_ENOUGH_DATA:
-        short = {c.layers(layers) for c in kept for g in groups
-                 if len(g.cell(c)) < max(claim.n_min, c.min_runs)}
-        ks = short or ks
-    if reference:
-        ks.add(layers)
-    if not ks or len(ks) == layers + 1:
-        return ""
-    return "--k " + " ".join(map(str, sorted(ks))) + " "
-
-
-def _run_flags(group: Group | None, finding: Finding) -> str:
-    """The flags that train new runs as the group's were trained (its learning rate, batch,
-    epochs, sequence length, precision), each followed by a space; the epochs study takes
-    its epochs from its own flag; none without a group (probes not run yet: the probing
-    family's defaults)."""
-    if group is None:
-        return ""
-    flags = []
-    for name, value in group.run:
-        if name == "epochs" and finding.sizes_flag:
-            continue
-        if name in ("lr", "batch_size", "epochs", "max_seq_length"):
-            value = f"{float(value):g}"
-        flags.append(f"--{name.replace('_', '-')} {value} ")
-    return "".join(flags)
-
-
-def _size_arg(group: Group) -> str:
-    """A group's size as ``--sizes`` takes it: a count, a fraction or 'full'."""
-    if group.size.endswith("%"):
-        return f"{float(group.size.split('%')[0].split()[0]) / 100:g}"
-    return group.size.split()[0]

@@ -15,6 +15,7 @@ from tests.helpers import (
     plant_epochs_study,
     plant_pairs,
     plant_permutations,
+    plant_probes,
     plant_progressive,
 )
 
@@ -189,8 +190,6 @@ def test_only_the_first_commands_are_costed(tmp_path, capsys, monkeypatch):
 
 def _probes_short(synth):
     """000-C9: finetuning at 5 seeds, probes at 3 (under the 5 a bootstrap P needs)."""
-    from tests.verdicts.test_probes import plant_probes
-
     plant_progressive(synth, "sst2", 5000, {k: 0.5 + 0.4 * (1 - 0.5 ** k) for k in range(7)},
                       noise=0.005)
     plant_probes(synth, "sst2", [0.5, 0.51, 0.52, 0.55, 0.6, 0.75, 0.8], seeds=3)

@@ -337,3 +337,18 @@ def test_a_failed_pack_keeps_each_members_own_outcome(tmp_path):
     assert rows.loc[plain.trial_id, "error"] == "trial failed (no error file)"
     assert summary.elsewhere == {"being trained by another driver": 1}
     assert summary.failed == 2 and summary.not_finished == 0
+
+
+def test_the_plan_line_says_what_runs_on_what_and_how_many_at_once():
+    from reinit_tune.sweep.launch import devices_line
+
+    one = {f"t{i}": [TrialConfig("m", "sst2", seed=i)] for i in range(12)}
+    assert devices_line(0, 0, one, slots=2) == (
+        "CPU trials: one trial per Tune trial, up to 2 at a time")
+    packed = {"p0": [TrialConfig("m", "sst2", seed=i) for i in range(6)],
+              "p1": [TrialConfig("m", "sst2", seed=6)]}
+    assert devices_line(1, 8, packed, slots=8) == (
+        "GPU trials: 1 GPU per Tune trial, packs of up to 6 trials (2 Tune trials), 8 GPUs, "
+        "up to 8 at a time")
+    # an autoscaling cluster with no GPU node up yet: no count to give
+    assert devices_line(1, 0, packed, slots=0).endswith("GPUs the autoscaler starts")

@@ -11,26 +11,17 @@ from scipy import stats
 
 from reinit_tune import store
 from reinit_tune.verdicts import BY_ID, evaluate
-from tests.helpers import NED, SyntheticStore, one, paired_t, plant_localized, plant_progressive
+from tests.helpers import (
+    NED,
+    SST2_MAJORITY,
+    SyntheticStore,
+    one,
+    paired_t,
+    plant_localized,
+    plant_probes,
+    plant_progressive,
+)
 from tests.helpers import verdicts as all_verdicts
-
-SST2_MAJORITY = 0.509  # what predicting SST-2's dev majority class scores
-
-
-def plant_probes(synth: SyntheticStore, task: str, means: list[float], *, seeds: int = 5,
-                 noise: float = 0.005, majority: float = SST2_MAJORITY, size: int = 5000,
-                 rng=None) -> dict[int, np.ndarray]:
-    """A probe of hidden state k = 0..L (``means[k]``) per seed, trained 10 epochs."""
-    rng = rng or np.random.default_rng(7)
-    layers = len(means) - 1
-    scores = {k: [] for k in range(len(means))}
-    for seed in range(seeds):
-        for k, mean in enumerate(means):
-            s = float(mean + rng.normal(0, noise))
-            synth.add("probing", task, s, seed=seed, probe_layer=k, epochs=10,
-                      num_layers=layers, train_size=size, majority=majority)
-            scores[k].append(s)
-    return {k: np.array(v) for k, v in scores.items()}
 
 
 def verdicts(root, claim):
