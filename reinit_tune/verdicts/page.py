@@ -104,6 +104,8 @@ def _folded(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
         others = len({r.command for r in found if r.command}) - 1
         first = _first(found)
         cost = next((r.cost for r in found if r.command == first and r.cost), None)
+        if cost and cost.startswith("cost not known here ("):  # the refusal: in the rows
+            cost = "cost not known here: its dry run refuses it, the rows say why"
         run = (f" Most of them: <code>{html.escape(first)}</code>"
                + (f" ({html.escape(cost)})" if cost else "")
                + (f" ({others} other commands inside)" if others > 0 else "")
