@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections import Counter
 
 from reinit_tune.verdicts.catalog import BY_ID
 from reinit_tune.verdicts.contradictions import CONTRADICTIONS
@@ -67,11 +68,16 @@ def _family(row: VerdictRow) -> str:
 
 def _first(rows: list[VerdictRow]) -> str | None:
     """The command most of ``rows`` print (the first of them on a tie)."""
-    commands: dict[str, int] = {}
+    found = Counter(r.command for r in rows if r.command).most_common(1)
+    return found[0][0] if found else None
+
+
+def _by_family(rows: list[VerdictRow]) -> dict[str, list[VerdictRow]]:
+    """``rows`` by the family their command trains, as the page folds them."""
+    by_family: dict[str, list[VerdictRow]] = {}
     for r in rows:
-        if r.command:
-            commands[r.command] = commands.get(r.command, 0) + 1
-    return max(commands, key=commands.get) if commands else None
+        by_family.setdefault(_family(r), []).append(r)
+    return by_family
 
 
 def _decided_first(rows: list[VerdictRow]) -> tuple[list[VerdictRow], list[VerdictRow]]:
@@ -85,21 +91,15 @@ def shown_commands(rows: list[VerdictRow]) -> list[str]:
     """The commands the page shows first: those of the rows it lists, then the one each
     folded family summary names (what a reader sees before opening a fold)."""
     listed, short = _decided_first(rows)
-    by_family: dict[str, list[VerdictRow]] = {}
-    for r in short:
-        by_family.setdefault(_family(r), []).append(r)
-    folded = [_first(found) for found in by_family.values()]
+    folded = [_first(found) for found in _by_family(short).values()]
     return [c for c in [*(r.command for r in listed[:MAX_ROWS]), *folded] if c]
 
 
 def _folded(rows: list[VerdictRow], links: dict[str, str | None]) -> str:
     """The "not enough data" verdicts, one folded summary per family: how many claims,
     the command most of them print, and every row inside."""
-    by_family: dict[str, list[VerdictRow]] = {}
-    for r in rows:
-        by_family.setdefault(_family(r), []).append(r)
     parts = []
-    for family, found in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
+    for family, found in sorted(_by_family(rows).items(), key=lambda kv: -len(kv[1])):
         claims = sorted({r.claim for r in found})
         others = len({r.command for r in found if r.command}) - 1
         first = _first(found)
