@@ -14,7 +14,7 @@ import pandas as pd
 
 from reinit_tune.config import TrialConfig
 from reinit_tune.store.files import COMPACTED_PREFIX
-from reinit_tune.store.reader import Problems, read_table
+from reinit_tune.store.reader import Problems, read_table, remembered
 from reinit_tune.store.tables import EPOCH_TABLE, TRIAL_TABLE, load_trials
 
 log = logging.getLogger("reinit_tune")
@@ -35,6 +35,12 @@ def finished_data(results_dir: str | os.PathLike
     (``data_fingerprint``, ``data_source``, ``train_examples``, ``model_fingerprint``); None
     where the row predates them. A trial whose epoch rows are unreadable is not finished
     (``finished_rows``)."""
+    return dict(remembered(results_dir, ("trials", "epochs"), "finished_data",
+                           lambda: _finished_data(results_dir)))
+
+
+def _finished_data(results_dir: str | os.PathLike
+                   ) -> dict[str, tuple[str | None, str | None, int | None, str | None]]:
     df = finished_rows(results_dir)
     known = {f.name for f in dataclasses.fields(TrialConfig)}
     found: dict[str, tuple[str | None, str | None, int | None, str | None]] = {}

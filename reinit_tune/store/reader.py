@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -104,6 +105,35 @@ def connect():
     con.execute("SET threads = 1")
     _CONNECTION.made = (os.getpid(), con)
     return con
+
+
+_READS: dict[tuple[str, str], tuple[tuple, Any]] = {}
+
+
+def remembered(results_dir: str | os.PathLike, tables: tuple[str, ...], name: str,
+               compute: Callable[[], Any]) -> Any:
+    """``compute()`` of the store at ``results_dir``, kept while no file of its ``tables``
+    changes (each file's name, size and modification time say so; writes are renames):
+    planning many sweeps on one store, as a verdict's priced commands do, reads it once.
+    Callers copy what they hand out."""
+    root = Path(results_dir).resolve()
+    state = tuple(_files_state(root / table) for table in tables)
+    key = (str(root), name)
+    kept = _READS.get(key)
+    if kept is not None and kept[0] == state:
+        return kept[1]
+    value = compute()
+    _READS[key] = (state, value)
+    return value
+
+
+def _files_state(folder: Path) -> tuple:
+    try:
+        with os.scandir(folder) as entries:
+            return tuple(sorted((e.name, (st := e.stat()).st_size, st.st_mtime_ns)
+                                for e in entries if e.is_file()))
+    except FileNotFoundError:
+        return ()
 
 
 def bisect(files: list[str], attempt, bad: list[Path], around=None) -> list:

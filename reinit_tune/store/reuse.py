@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from reinit_tune.config import TrialConfig
+from reinit_tune.store.reader import remembered
 from reinit_tune.store.rows import write_trial
 from reinit_tune.store.tables import (
     EPOCH_TABLE,
@@ -30,6 +31,11 @@ def equivalence_key(config: TrialConfig) -> str:
 def equivalent_ids(results_dir: str | os.PathLike) -> dict[str, str]:
     """``equivalence_key`` → id of a stored "ok" trial with that key (its own run, not a
     reuse)."""
+    return dict(remembered(results_dir, ("trials",), "equivalent_ids",
+                           lambda: _equivalent_ids(results_dir)))
+
+
+def _equivalent_ids(results_dir: str | os.PathLike) -> dict[str, str]:
     df = load_trials(results_dir, status="ok",
                      columns=["trial_id", "config_json", "reused_from"])
     found = {}

@@ -13,6 +13,7 @@ inconclusive verdict says how many seeds per cell would decide it at the observe
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -146,20 +147,29 @@ def _touches(claim: Claim, group: Group) -> bool:
     experiments gets no row per group, only the claim's one "not enough data" row."""
     if (touched := getattr(claim.statistic, "touched", None)) is not None:
         return touched(group)  # a per-trial value the statistic reads (similarity)
-    layers = group.num_layers
-    common = {Kept("E").describe(layers), Kept("F").describe(layers)}
-    conditions = claim.statistic.conditions(layers)
-    own = [c for c in conditions
-           if c.family == claim.figure and c.describe(layers) not in common]
-    if group.experiments and not group.experiments & {claim.figure,
-                                                      *(c.family for c in conditions)}:
+    conditions, families, touching = _cells_of(claim, group.num_layers)
+    if group.experiments and not group.experiments & families:
         # runs another study wrote alike (the epochs study's k = 0, 3, 6 at 10 epochs)
         # decide the claim where they hold every cell it reads, and are not its group else
         return all(group.has(c) for c in conditions if c.family != "probing")
-    # a group lacking the claim's own k gets its row, naming that k
+    return any(group.has(c) for c in touching)
+
+
+@functools.cache
+def _cells_of(claim: Claim, layers: int) -> tuple[tuple, frozenset[str], tuple]:
+    """Of ``claim`` on an L-layer model: the cells its statistic reads, the families that
+    run them (and the claim's figure's), and the cells whose runs make a group the claim's:
+    its own, other than the full and the embeddings-only model, with their siblings at every
+    other k (a group lacking the claim's own k gets its row, naming that k); every cell
+    where it has none of its own. Once per claim and depth, not per group."""
+    common = {Kept("E").describe(layers), Kept("F").describe(layers)}
+    conditions = tuple(claim.statistic.conditions(layers))
+    own = [c for c in conditions
+           if c.family == claim.figure and c.describe(layers) not in common]
     siblings = [dataclasses.replace(c, k=k) for c in own if isinstance(c, Kept)
                 for k in range(1, layers)]
-    return any(group.has(c) for c in [*own, *siblings] or conditions)
+    return (conditions, frozenset({claim.figure, *(c.family for c in conditions)}),
+            tuple(dict.fromkeys([*own, *siblings])) or conditions)
 
 
 def _by(candidates: list[Group], key) -> list[list[Group]]:
