@@ -206,6 +206,7 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
     start = time.perf_counter()
 
     def head_lost(what: str) -> None:
+        writer.close()
         summary.wall_time_s = time.perf_counter() - start
         summary.stopped = what
         print(summary, file=out or sys.stdout, flush=True)

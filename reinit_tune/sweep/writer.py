@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,26 @@ class StoreWriter(tune.Callback):
         self.on_stored: Callable[[str, str | None, float | None], None] | None = None
         # ends trials that make no progress within their limit (reinit_tune.sweep.stalls)
         self.watchdog: Watchdog | None = None
+        # held from a row's write to its count: a summary printed from another thread (the
+        # lost head, ``close``) never misses a row that is already in the store
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def __getstate__(self) -> dict:
+        # Tune pickles its callbacks with the experiment state; a lock does not pickle
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Write no more rows: what the summary printed next counts is what the store
+        holds. Trials that end later are not stored; the same command trains them again."""
+        acquired = self._lock.acquire(timeout=timeout_s)  # a write is local: seconds at most
+        self._closed = True
+        if acquired:
+            self._lock.release()
 
     def members(self, trial) -> list[str]:
         """Our trial ids of what a Tune trial runs: a pack's members, else the trial."""
@@ -107,6 +128,11 @@ class StoreWriter(tune.Callback):
 
     def _write(self, trial, ended: TrialOutcome, attempts: int) -> None:
         """Store a trial that ended as ``ended`` says, with the epochs it reported before."""
+        with self._lock:
+            if not self._closed:
+                self._write_counted(trial, ended, attempts)
+
+    def _write_counted(self, trial, ended: TrialOutcome, attempts: int) -> None:
         config = self.configs[ended.trial_id]
         seen = self.outcomes.pop(config.trial_id, None)
         # an ended trial's own fields (node, data) are those of its reported epochs

@@ -352,3 +352,54 @@ def test_the_plan_line_says_what_runs_on_what_and_how_many_at_once():
         "up to 8 at a time")
     # an autoscaling cluster with no GPU node up yet: no count to give
     assert devices_line(1, 0, packed, slots=0).endswith("GPUs the autoscaler starts")
+
+
+def test_a_closed_writer_stores_nothing_more_and_waits_for_a_write_under_way(tmp_path,
+                                                                            monkeypatch):
+    """The lost head prints the summary from another thread: a row being written then is
+    counted before the summary is read, and a trial that ends later is neither stored nor
+    counted (the same command trains it again)."""
+    import threading
+    from types import SimpleNamespace
+
+    from reinit_tune import store
+    from reinit_tune.sweep import writer as writer_module
+    from reinit_tune.sweep.summary import SweepSummary
+    from reinit_tune.sweep.writer import StoreWriter
+
+    first, later = (TrialConfig("tiny", "rte", train_size=16, seed=s) for s in (1, 2))
+    summary = SweepSummary("closing", tmp_path, total=2)
+    writer = StoreWriter(tmp_path, {c.trial_id: c for c in (first, later)}, summary,
+                         {"tiny": 4})
+    written, go = threading.Event(), threading.Event()
+    real_write = store.write_trial
+
+    def slow_write(*args, **kwargs):
+        real_write(*args, **kwargs)
+        written.set()
+        go.wait(10)
+
+    monkeypatch.setattr(writer_module.store, "write_trial", slow_write)
+
+    def trial(config):
+        return SimpleNamespace(config={"trial": {"trial_id": config.trial_id}},
+                               num_failures=1, error_file=None, checkpoint=None)
+
+    ending = threading.Thread(target=writer.on_trial_error, args=(0, [], trial(first)))
+    ending.start()
+    assert written.wait(10)
+    closing = threading.Thread(target=writer.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive()  # the row is in the store, its count not yet: close waits
+    go.set()
+    ending.join(10)
+    closing.join(10)
+    assert summary.failed == 1 == len(store.load_trials(tmp_path))
+    writer.on_trial_error(0, [], trial(later))
+    assert summary.failed == 1 == len(store.load_trials(tmp_path))
+    assert summary.not_finished == 1
+    import pickle  # Tune pickles its callbacks with the experiment state
+
+    restored = pickle.loads(pickle.dumps(writer))
+    assert restored.summary.failed == 1 and restored._lock.acquire(timeout=1)
