@@ -324,7 +324,7 @@ def resolve_gpus(gpus_per_trial: float | str) -> Devices:
             gpus, scalable = ask_cluster(address)
             where = f"the Ray cluster at {address}"
     if gpus > 0 or scalable:
-        found = f"{gpus:g} GPUs" if gpus > 0 else "GPU nodes its autoscaler can start"
+        found = gpu_count(gpus) if gpus > 0 else "GPU nodes its autoscaler can start"
         return Devices(1.0, gpus, f"GPU trials: 1 GPU per pack of trials ({found} in {where}; "
                                   "--gpus-per-trial 0 runs on CPUs)")
     return Devices(0.0, 0.0, f"CPU trials: no GPU in {where}")
@@ -387,13 +387,18 @@ def check_resources(cpus_per_trial: float, gpus_per_trial: float, alive: list[No
         )
     if gpus_per_trial > most["GPU"]:
         raise InputError(
-            f"--gpus-per-trial {gpus_per_trial:g} exceeds the {most['GPU']:g} GPUs of the "
-            "largest node (a trial runs on one node); lower it"
+            f"--gpus-per-trial {gpus_per_trial:g} exceeds the {gpu_count(most['GPU'])} of "
+            "the largest node (a trial runs on one node); lower it"
         )
     raise InputError(
         f"--cpus-per-trial {cpus_per_trial:g} (with --gpus-per-trial {gpus_per_trial:g}) fits "
         f"no node: the largest has {most['CPU']:g} CPUs; lower it"
     )
+
+
+def gpu_count(gpus: float) -> str:
+    """``1 GPU``, ``8 GPUs``, ``0.5 GPUs``."""
+    return f"{gpus:g} GPU{'s' * (gpus != 1)}"
 
 
 def check_memory(need: int, what: str, alive: list[NodeResources],

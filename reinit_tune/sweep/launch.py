@@ -263,7 +263,7 @@ def devices_line(gpus_per_trial: float, gpus: float,
     at_once = f", up to {slots} at a time" if slots > 0 else ""
     if gpus_per_trial <= 0:
         return f"CPU trials: {what}{at_once}"
-    where = f"{gpus:g} GPUs" if gpus > 0 else "GPUs the autoscaler starts"
+    where = cluster.gpu_count(gpus) if gpus > 0 else "GPUs the autoscaler starts"
     return f"GPU trials: {gpus_per_trial:g} GPU per Tune trial, {what}, {where}{at_once}"
 
 

@@ -169,9 +169,9 @@ def test_auto_gives_each_pack_a_gpu_on_a_cluster_whose_workers_have_gpus(tiny_be
         worker = {i for i, res in nodes_of(nodes.address).items() if "GPU" in res}
     out = sweep.stdout + sweep.stderr
     assert sweep.returncode == 0, out[-4000:]
-    assert (f"GPU trials: 1 GPU per pack of trials (1 GPUs in the Ray cluster at "
+    assert (f"GPU trials: 1 GPU per pack of trials (1 GPU in the Ray cluster at "
             f"{nodes.address}; --gpus-per-trial 0 runs on CPUs)") in out
-    assert "GPU trials: 1 GPU per Tune trial, one trial per Tune trial, 1 GPUs" in out
+    assert "GPU trials: 1 GPU per Tune trial, one trial per Tune trial, 1 GPU" in out
     trials = store.load_trials(results)
     assert len(trials) == 2 and set(trials["status"]) == {"ok"}
     assert len(worker) == 1 and set(trials["node_id"]) == worker
