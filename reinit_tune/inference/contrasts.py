@@ -57,23 +57,25 @@ def paired_contrast(scores: ArrayLike, weights: Sequence[float],
 def unpaired_contrast(samples: Sequence[ArrayLike], weights: Sequence[float],
                       level: float = 0.95) -> Interval:
     """The contrast of independent cells (``samples[j]``: the runs of cell j): Var = Σ w_j²
-    s_j²/n_j, Welch–Satterthwaite degrees of freedom."""
+    s_j²/n_j, Welch–Satterthwaite degrees of freedom; of one cell, the one-sample t
+    interval (what Welch's reduces to), labelled so."""
     if len(samples) != len(weights):
         raise ValueError(f"samples: {len(samples)} cells for {len(weights)} weights")
     cells = [np.asarray(s, dtype=np.float64) for s in samples]
     n = tuple(c.size for c in cells)
-    if any(c.size == 0 for c, w in zip(cells, weights, strict=True) if w):
-        return undefined(math.nan, "Welch t", n, level)
-    estimate = float(sum(w * c.mean() for c, w in zip(cells, weights, strict=True) if w))
     used = [(c, w) for c, w in zip(cells, weights, strict=True) if w]
+    method = "Welch t" if len(used) > 1 else "one-sample t"
+    if any(c.size == 0 for c, _ in used):
+        return undefined(math.nan, method, n, level)
+    estimate = float(sum(w * c.mean() for c, w in used))
     if any(c.size < 2 for c, _ in used):
-        return undefined(estimate, "Welch t", n, level)
+        return undefined(estimate, method, n, level)
     parts = np.array([w * w * c.var(ddof=1) / c.size for c, w in used])
     se = math.sqrt(parts.sum())
     sizes = np.array([c.size for c, _ in used])
     denominator = float(np.sum(parts ** 2 / (sizes - 1)))
     df = float(parts.sum() ** 2 / denominator) if denominator > 0 else math.inf
-    return _t_interval(estimate, se, df, level, "Welch t", n)
+    return _t_interval(estimate, se, df, level, method, n)
 
 
 def share_weights(tau: float) -> tuple[float, float, float]:

@@ -24,10 +24,11 @@ def sweep_command(claim: Claim, group: Group, finding: Finding, results_dir: str
     per cell where seeds would decide it (seeds on demand to the width ``target`` asks
     for, where its family runs them), else the runs its short cells need."""
     sizes = " ".join(_size_arg(g) for g in (group, large) if g is not None)
+    trained = group  # whose protocol the new runs take
     if finding.family == "probing":  # more probes at the probes' size, else the paper's
-        probed = probe or (group if claim.statistic.scope == "probe"
-                           and not claim.statistic.needs_finetune else None)
-        sizes = _size_arg(probed) if probed is not None else "full"
+        trained = probe or (group if claim.statistic.scope == "probe"
+                            and not claim.statistic.needs_finetune else None)
+        sizes = _size_arg(trained) if trained is not None else "full"
     n = max(seeds or claim.n_min, claim.n_min, finding.min_runs or 0)
     how = f"--seeds {n}"
     if finding.family == "permutations":  # orders are the permuted cell's runs
@@ -40,11 +41,12 @@ def sweep_command(claim: Claim, group: Group, finding: Finding, results_dir: str
                f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
     ks = _k_flag(claim, finding, [g for g in (group, large) if g is not None],
                  reference=how.startswith("--seeds auto"))
-    tasks = tasks or tuple(t for t in (group.task, pair.task if pair else None) if t)
+    tasks = finding.tasks or tasks or tuple(t for t in (group.task, pair.task if pair else None)
+                                            if t)
     return (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
             f"{' '.join(tasks)} "
             f"{finding.sizes_flag or f'--sizes {sizes}'} "
-            f"{_run_flags(probe if finding.family == 'probing' else group, finding)}"
+            f"{_run_flags(trained, finding)}"
             f"{ks}{how} --results {results_dir}")
 
 
@@ -58,7 +60,7 @@ def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool
     kept = [c for c in claim.statistic.conditions(layers)
             if isinstance(c, Kept) and c.family == "progressive"]
     ks = {c.layers(layers) for c in kept}
-    if finding.verdict is Verdict.NOT_ENOUGH_DATA:
+    if finding.verdict is Verdict.NOT_ENOUGH_DATA and not finding.tasks:  # a new task: all
         short = {c.layers(layers) for c in kept for g in groups
                  if len(g.cell(c)) < max(claim.n_min, c.min_runs)}
         ks = short or ks

@@ -219,8 +219,10 @@ def _without_gain(sizes: Sequence[Group], n_min: int, what: str) -> Finding | No
 class EveryLayer:
     """For every single-layer cell l: F − s(l) − margin·(F − E) < 0 (the drop is below
     ``margin`` of the pretraining gain), Bonferroni over the group's cells. Supported if
-    every upper bound is below 0, contradicted if any lower bound is above 0; the estimate
-    shown is the largest contrast. ``skip``: (task, layer) pairs the claim excepts."""
+    every upper bound is below 0, contradicted if any lower bound is above 0; the interval
+    shown is the one that decides (contradicted: the highest lower bound; supported: the
+    highest upper bound), else the largest contrast. ``skip``: (task, layer) pairs the
+    claim excepts."""
 
     margin: float = 0.1
     skip: tuple[tuple[str, int], ...] = ()
@@ -233,26 +235,29 @@ class EveryLayer:
         layers = [layer for layer in range(1, group.num_layers + 1)
                   if (group.task, layer) not in self.skip]
         level = bonferroni_level(len(layers))
-        intervals, missing = [], []
+        found, missing = {}, []
         for layer in layers:
             terms = ((Kept("F"), 1 - self.margin), (Layer(layer), -1.0),
                      (Kept("E"), self.margin))
             interval, gaps, _ = lin([group], [terms], n_min, level)
             missing += gaps
             if interval is not None:
-                intervals.append(interval)
+                found[layer] = interval
         if missing:
             return lacking(dict.fromkeys(missing), "single_layer", f" at {group}")
-        worst = max(intervals, key=lambda i: i.estimate)
+        intervals = list(found.values())
         if all(i.defined and i.high < 0 for i in intervals):
-            verdict = Verdict.SUPPORTED
+            verdict, key, which = Verdict.SUPPORTED, (lambda i: i.high), "highest upper bound"
         elif any(i.defined and i.low > 0 for i in intervals):
-            verdict = Verdict.CONTRADICTED
+            verdict, key, which = (Verdict.CONTRADICTED, lambda i: i.low if i.defined
+                                   else -np.inf, "highest lower bound")
         else:
-            verdict = Verdict.INCONCLUSIVE
-        return Finding(verdict, worst, rule=Rule("directional", -1), family="single_layer",
-                       reason=f"{len(intervals)} layers, Bonferroni level {level:.4f}; "
-                              "the largest contrast shown")
+            verdict, key, which = Verdict.INCONCLUSIVE, (lambda i: i.estimate), "largest"
+        layer = max(found, key=lambda n: key(found[n]))
+        return Finding(verdict, found[layer], rule=Rule("directional", -1),
+                       family="single_layer",
+                       reason=f"{len(intervals)} layers, Bonferroni level {level:.4f}; shown: "
+                              f"layer {layer}, the contrast with the {which}")
 
 
 @dataclass(frozen=True)

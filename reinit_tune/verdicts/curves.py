@@ -127,7 +127,7 @@ def _two_curves(small: Group, large: Group, n_min: int, undefined: str
     return cs, cl, _without_gain((small, large), n_min, undefined)
 
 
-def _boot_group(cells: list[pd.Series]) -> BootGroup:
+def boot_group(cells: list[pd.Series]) -> BootGroup:
     units = [tuple(c.index) for c in cells]
     paired = all(u == units[0] for u in units)
     return BootGroup.of([c.to_numpy() for c in cells], paired)
@@ -170,7 +170,7 @@ class CurveArea:
         def statistic(means):
             return area(shares(means[1])) - area(shares(means[0]))
 
-        interval = cluster_bootstrap([_boot_group(cs), _boot_group(cl)], statistic)
+        interval = cluster_bootstrap([boot_group(cs), boot_group(cl)], statistic)
         return Finding(self.rule.decide(interval), interval, rule=self.rule,
                        family="progressive",
                        reason=f"AUC {float(area(shares([c.mean() for c in cl]))):.3f} at "
@@ -229,10 +229,10 @@ class FlatMiddle:
         by_task = {g.task: g for g in tasks}
         pair = [by_task.get(self.task), by_task.get(self.other)]
         if any(g is None for g in pair):
-            need = tuple(f"progressive runs of {t} at this size"
-                         for t, g in zip((self.task, self.other), pair, strict=True)
-                         if g is None)
-            return lacking(need, "progressive")
+            absent = tuple(t for t, g in zip((self.task, self.other), pair, strict=True)
+                           if g is None)
+            return lacking(tuple(f"progressive runs of {t} at this size" for t in absent),
+                           "progressive", tasks=absent)
         (ca, ma), (cb, mb) = (curve_cells(g, n_min) for g in pair)
         if ma or mb:
             missing = (*ma, *mb)
@@ -242,9 +242,9 @@ class FlatMiddle:
         n = pair[0].num_layers
         third, two = round(n / 3), round(2 * n / 3)
         middle = cluster_bootstrap(
-            [_boot_group(ca)],
+            [boot_group(ca)],
             lambda m: shares(m[0])[..., two] - shares(m[0])[..., third] - 1 / 3)
-        concave = cluster_bootstrap([_boot_group(ca), _boot_group(cb)],
+        concave = cluster_bootstrap([boot_group(ca), boot_group(cb)],
                                     lambda m: area(shares(m[0])) - area(shares(m[1])))
         found = [(f"a: MC({self.task}) - 1/3 < 0", middle,
                   directional(middle, positive=False)),
@@ -328,7 +328,7 @@ class LinearDrop:
         if missing:
             return lacking(missing, "progressive", f" for {group.task}")
         third, two = round(group.num_layers / 3), round(2 * group.num_layers / 3)
-        boot = [_boot_group(cells)]
+        boot = [boot_group(cells)]
         rule = Rule("equivalence", self.margin)
         parts = (("a: AUC - 0.5", lambda m: area(shares(m[0])) - 0.5),
                  (f"b: G({third}) - (G({two}) - G({third}))",

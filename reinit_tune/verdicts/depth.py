@@ -13,9 +13,7 @@ import functools
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-BLOCKS = 4
+from reinit_tune.families.localized import verdict_blocks
 
 
 @dataclass(frozen=True)
@@ -49,11 +47,10 @@ def map_layer(paper: int, num_layers: int, paper_layers: int = 12) -> Mapping:
     return Mapping(paper, paper_layers, num_layers)
 
 
-@functools.cache
 def blocks(num_layers: int) -> tuple[tuple[int, ...], ...]:
-    """The 4 blocks of 0-based layer indices, first to last."""
-    return tuple(tuple(int(i) for i in part)
-                 for part in np.array_split(np.arange(num_layers), BLOCKS) if len(part))
+    """The 4 blocks of 0-based layer indices, first to last (what the localized family
+    trains besides its 3-layer blocks: ``reinit_tune.families.localized``)."""
+    return verdict_blocks(num_layers)
 
 
 def block_name(block: tuple[int, ...]) -> str:

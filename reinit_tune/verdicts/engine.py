@@ -71,11 +71,17 @@ class VerdictRow:
     note: str | None = None  # e.g. "paper: plentiful data only" (left out of the overall)
     figure: str | None = None
     title: str = ""  # the claim's, e.g. "downstream reinit costs less than upstream reinit"
+    # the claim's caveat (what of it is not evaluated, how a definition is ours), on a
+    # decided verdict: what a reader must know before quoting it
+    caveat: str = ""
     cost: str | None = None  # what ``command`` would add, as its dry run plans it
 
     def to_json(self) -> dict:
         return {k: (None if isinstance(v, float) and v != v else v)
                 for k, v in self.__dict__.items()}
+
+
+DECIDED = (str(Verdict.SUPPORTED), str(Verdict.CONTRADICTED))
 
 
 def evaluate(trials: pd.DataFrame, claims: Iterable[Claim] = CLAIMS,
@@ -100,7 +106,8 @@ def evaluate(trials: pd.DataFrame, claims: Iterable[Claim] = CLAIMS,
     found = groups(trials, ("score", *values))
     rows: list[VerdictRow] = []
     for claim in claims:
-        rows += [dataclasses.replace(r, title=claim.title)
+        rows += [dataclasses.replace(r, title=claim.title, caveat=claim.caveat if r.verdict in
+                                     DECIDED else "")
                  for r in _claim(claim, found, results_dir, compared)]
     return rows
 
@@ -263,6 +270,10 @@ def _task_sets(claim: Claim, candidates: list[Group], results_dir: str) -> list[
         part = sorted(part, key=lambda g: g.task)
         finding = claim.statistic.evaluate(part, claim.n_min)
         tasks = tuple(dict.fromkeys(g.task for g in part))
+        if finding.verdict is Verdict.NOT_ENOUGH_DATA and not finding.tasks and len(tasks) < 2:
+            # a set of one task: the paper's other tasks would make it a comparison
+            finding = dataclasses.replace(finding, tasks=(*tasks, *(
+                t for t in claim.tasks if t not in tasks)))
         row = _row(claim, part[0], finding, results_dir, tasks=tasks)
         rows.append(dataclasses.replace(row, task=" / ".join(tasks)))
     return rows

@@ -18,7 +18,7 @@ import pandas as pd
 
 from reinit_tune.inference import Interval, Verdict, cluster_bootstrap, conjunction, directional
 from reinit_tune.verdicts.conditions import Block, Condition, Kept
-from reinit_tune.verdicts.curves import _boot_group
+from reinit_tune.verdicts.curves import boot_group
 from reinit_tune.verdicts.depth import blocks
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule, lacking
@@ -113,12 +113,13 @@ class MiddleShares:
 
     def evaluate(self, tasks: list[Group], n_min: int) -> Finding:
         by_task = {g.task: g for g in tasks}
-        found, missing = [], []
+        found, missing, short_tasks = [], [], []
         for label, kind, high, low in self.parts:
             pair = [by_task.get(high), by_task.get(low)]
             if any(g is None for g in pair):
-                missing += [f"localized runs of {t} at this size"
-                            for t, g in zip((high, low), pair, strict=True) if g is None]
+                absent = [t for t, g in zip((high, low), pair, strict=True) if g is None]
+                missing += [f"localized runs of {t} at this size" for t in absent]
+                short_tasks += absent
                 continue
             kept = kind == "S"
             conditions = (Kept("E"), Kept("F"), Block(1, kept), Block(2, kept))
@@ -128,6 +129,8 @@ class MiddleShares:
                      for c, cell in zip(conditions, cs, strict=True) if len(cell) < n_min]
             if short:
                 missing += short
+                short_tasks += [g.task for g, cs in zip(pair, cells, strict=True)
+                                if any(len(cell) < n_min for cell in cs)]
                 continue
 
             def share(m, kept=kept):
@@ -135,12 +138,11 @@ class MiddleShares:
                 with np.errstate(divide="ignore", invalid="ignore"):
                     return (mid - e) / (f - e) if kept else (f - mid) / (f - e)
 
-            interval = cluster_bootstrap([_boot_group(cs) for cs in cells],
+            interval = cluster_bootstrap([boot_group(cs) for cs in cells],
                                          lambda m, share=share: share(m[0]) - share(m[1]))
             found.append((label, interval, directional(interval)))
-        if missing:
-            need = tuple(dict.fromkeys(missing))
-            return lacking(need, "localized")
+        if missing:  # the localized command skips the stored runs: run each task short
+            return lacking(dict.fromkeys(missing), "localized", tasks=short_tasks)
         verdict = conjunction([v for _, _, v in found])
         shown = next((i for _, i, v in found if v is verdict), found[0][1])
         return Finding(verdict, shown, "; ".join(

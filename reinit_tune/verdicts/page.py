@@ -41,7 +41,8 @@ def _row_html(r: VerdictRow, links: dict[str, str | None]) -> str:
     inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
     published = (f"{r.published_value:g} ({inside})" if r.published_value is not None
                  else html.escape(r.published))
-    why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason) if x)
+    why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason,
+                                             r.caveat and f"caveat: {r.caveat}") if x)
     if r.command:
         why += f"<br>run: <code>{html.escape(r.command)}</code>" + _cost(r.cost)
     estimate = _number(r.estimate) or ("per task" if overall else "-")

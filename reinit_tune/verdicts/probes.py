@@ -29,13 +29,19 @@ from reinit_tune.inference import (
     Interval,
     Verdict,
     bonferroni_level,
+    cluster_bootstrap,
     conjunction,
     directional,
     unpaired_contrast,
 )
 from reinit_tune.verdicts.conditions import Block, Condition, Kept, Probe
 from reinit_tune.verdicts.contrasts import Contrast
-from reinit_tune.verdicts.curves import BOOT_RESAMPLES, first_reaching, resampled_means
+from reinit_tune.verdicts.curves import (
+    BOOT_RESAMPLES,
+    boot_group,
+    first_reaching,
+    resampled_means,
+)
 from reinit_tune.verdicts.depth import block_name, blocks, map_layer
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule, by_probability, delta_abs, lacking
@@ -321,12 +327,41 @@ def curve_gap(finetuning: np.ndarray, probes: np.ndarray) -> np.ndarray:
     return np.abs(gain - probe).mean(axis=1)
 
 
+def _stacked(means: list) -> np.ndarray:
+    """Cell means (floats, or arrays of resamples) as rows of curves, one column per cell."""
+    return np.atleast_2d(np.stack([np.asarray(x, dtype=np.float64) for x in means], axis=-1))
+
+
+def _gap(finetune: list, probes: list) -> np.ndarray:
+    return curve_gap(_stacked(finetune), _stacked(probes)).squeeze()
+
+
+def _gap_interval(curves: list[list], probe: Group) -> Interval:
+    """[BOOT] of a statistic of D over ``curves`` (each one group's progressive cells, its
+    seeds resampled jointly where its cells share them) and the probe curve (its seeds
+    apart): ``cluster_bootstrap``, so a cell under 5 seeds falls back to the delta method,
+    marked "low n" (claims.md §0.4). One curve: D; two: D(second) − D(first)."""
+    layers = range(probe.num_layers + 1)
+    boot = [boot_group(cells) for cells in curves]
+    boot.append(boot_group([probe.cell(Probe(layer)) for layer in layers]))
+    if len(curves) == 1:
+        return cluster_bootstrap(boot, lambda m: _gap(m[0], m[1]),
+                                 resamples=BOOT_RESAMPLES)
+    return cluster_bootstrap(boot, lambda m: _gap(m[1], m[2]) - _gap(m[0], m[2]),
+                             resamples=BOOT_RESAMPLES)
+
+
+_FLAT = ("the gain s(L) - s(0) or the probe curve is flat in more than 1% of the resamples: "
+         "D undefined there")
+
+
 @dataclass(frozen=True)
 class CurveGap:
-    """004-C2: D (``curve_gap``) between the progressive and the probe curve, with the
-    percentile interval of a bootstrap that resamples the finetuning seeds and the probe
-    seeds apart (each jointly across its own cells); decided against ``threshold``
-    (δ_norm = 0.1: the curves' mean gap is more than 10% of their range)."""
+    """004-C2: D (``curve_gap``) between the progressive and the probe curve, by [BOOT]
+    over the finetuning seeds and the probe seeds (each resampled jointly across its own
+    cells; the delta method, marked "low n", where a cell has under 5 seeds); decided
+    against ``threshold`` (δ_norm = 0.1: the curves' mean gap is more than 10% of their
+    range)."""
 
     threshold: float = 0.1
     needs_finetune = True
@@ -336,25 +371,12 @@ class CurveGap:
         return [Kept(k) for k in range(num_layers + 1)]
 
     def evaluate(self, finetune: Group, probe: Group, n_min: int) -> Finding:
-        layers = range(probe.num_layers + 1)
         ft, short = _curves(finetune, probe, n_min)
         if short is not None:
             return short
-        rng = np.random.default_rng(0)
-        draws = curve_gap(resampled_means(ft, rng), resampled_means(
-            [probe.cell(Probe(layer)) for layer in layers], rng))
-        observed = float(curve_gap(np.array([[c.mean() for c in ft]]),
-                                   probe_means(probe, layers)[None, :])[0])
-        finite = draws[np.isfinite(draws)]
-        n = tuple(len(c) for c in ft)
-        if finite.size < 0.99 * draws.size:  # no gain (or a flat probe) in some resamples
-            return Finding(Verdict.INCONCLUSIVE, Interval(observed, np.nan, np.nan,
-                                                          "bootstrap", n),
-                           family="progressive",
-                           reason="the gain s(L) - s(0) or the probe curve is flat in more "
-                                  "than 1% of the resamples: D undefined there")
-        low, high = np.quantile(finite, [0.025, 0.975])
-        interval = Interval(observed, float(low), float(high), "bootstrap", n)
+        interval = _gap_interval([ft], probe)
+        if not interval.defined:  # no gain (or a flat probe) in some resamples
+            return Finding(Verdict.INCONCLUSIVE, interval, family="progressive", reason=_FLAT)
         rule = Rule("threshold", self.threshold, against=self.threshold)
         return Finding(rule.decide(interval), interval, rule=rule, family="progressive",
                        reason=f"D = mean |G(k) - P(k)| over k, both curves normalized to "
@@ -364,8 +386,8 @@ class CurveGap:
 @dataclass(frozen=True)
 class CurveGapShift:
     """003-C8: the progressive curve is closer to the probe curve with scarce data, D(large)
-    − D(small) > 0 (``curve_gap``), by a bootstrap that resamples each size's seeds and the
-    probe seeds apart; directional."""
+    − D(small) > 0 (``curve_gap``), by [BOOT] over each size's seeds and the probe seeds
+    apart (the delta method, marked "low n", where a cell has under 5 seeds); directional."""
 
     ratio: float = 10.0
     scope = "probe sizes"
@@ -379,23 +401,13 @@ class CurveGapShift:
             missing = tuple(dict.fromkeys((*(short.missing if short else ()),
                                            *(short_large.missing if short_large else ()))))
             return lacking(missing, _family_of(missing), f" for {probe.task}")
-        layers = range(probe.num_layers + 1)
-        rng = np.random.default_rng(0)
-        probes = resampled_means([probe.cell(Probe(layer)) for layer in layers], rng)
-        draws = curve_gap(resampled_means(fl, rng), probes) - curve_gap(
-            resampled_means(fs, rng), probes)
-        p_mean = probe_means(probe, layers)[None, :]
+        interval = _gap_interval([fs, fl], probe)
+        if not interval.defined:
+            return Finding(Verdict.INCONCLUSIVE, interval, family="progressive",
+                           reason="a flat curve in more than 1% of the resamples: D undefined")
+        p_mean = probe_means(probe, range(probe.num_layers + 1))[None, :]
         gaps = [float(curve_gap(np.array([[c.mean() for c in cells]]), p_mean)[0])
                 for cells in (fs, fl)]
-        finite = draws[np.isfinite(draws)]
-        n = tuple(len(c) for c in (*fs, *fl))
-        if finite.size < 0.99 * draws.size:
-            return Finding(Verdict.INCONCLUSIVE, Interval(gaps[1] - gaps[0], np.nan, np.nan,
-                                                          "bootstrap", n),
-                           family="progressive",
-                           reason="a flat curve in more than 1% of the resamples: D undefined")
-        low, high = np.quantile(finite, [0.025, 0.975])
-        interval = Interval(gaps[1] - gaps[0], float(low), float(high), "bootstrap", n)
         return Finding(directional(interval), interval, rule=Rule(), family="progressive",
                        reason=f"D {gaps[0]:.3f} at {small.size}, {gaps[1]:.3f} at "
                               f"{large.size} (mean |G(k) - P(k)|, both normalized)")

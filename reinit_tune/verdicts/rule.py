@@ -99,6 +99,9 @@ class Finding:
     # ``rule`` (a failed precondition: the pretraining gain against 0): what "seeds
     # needed" is computed on
     undecided: tuple[Interval, float] | None = None
+    # the tasks whose runs would decide it, where they are not the groups' own (a task set
+    # short of a task, or of a second one): what the command's --tasks names
+    tasks: tuple[str, ...] = ()
 
     def to_decide(self) -> tuple[Interval, float] | None:
         """The interval that must clear a value for this finding to be decided, and that
@@ -113,12 +116,14 @@ class Finding:
             else self.rule.boundary(self.interval)
 
 
-def lacking(missing, family: str | None, where: str = "") -> Finding:
+def lacking(missing, family: str | None, where: str = "", tasks=()) -> Finding:
     """"Not enough data": the cells (or runs) ``missing``, the family that would run them,
-    and where they are missing (" at 500 for sst2")."""
+    where they are missing (" at 500 for sst2"), and the ``tasks`` to run where they are
+    not the groups' own."""
     missing = tuple(missing)
     return Finding(Verdict.NOT_ENOUGH_DATA, missing=missing, family=family,
-                   reason="missing: " + ", ".join(missing) + where)
+                   reason="missing: " + ", ".join(missing) + where,
+                   tasks=tuple(dict.fromkeys(tasks)))
 
 
 def by_probability(p_for: float, p_against: float, n: tuple[int, ...], interval: Interval,

@@ -60,7 +60,7 @@ def text(rows: Sequence[VerdictRow]) -> str:
                      f"{scope(r)}{share}")
         if len(published) > 24:
             lines.append(f"{'':<9}published: {published}")
-        for extra in (r.note, r.mapping, r.reason):
+        for extra in (r.note, r.mapping, r.reason, r.caveat and f"caveat: {r.caveat}"):
             if extra:
                 lines.append(f"{'':<9}{extra}")
         if r.command:

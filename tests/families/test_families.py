@@ -96,9 +96,12 @@ def test_grids_scale_to_the_embedded_minilm(capsys, no_ray):
     m = ["--model", EMBEDDED_MODEL, "--tasks", "cola", "--seeds", "1"]
     blocks = [frozenset(range(b, b + 3)) for b in range(n_layers - 2)]
     everything = frozenset(range(n_layers))
+    # and the verdicts' four blocks of claims.md §0.2: 1-2, 3-4, 5, 6
+    quarters = [frozenset(b) for b in ((0, 1), (2, 3), (4,), (5,))]
     # With 6 layers, preserving block 0-2 is reinitializing block 3-5: one trial, not two.
-    localized = {frozenset(), everything, *blocks, *(everything - b for b in blocks)}
-    assert len(localized) == 2 + 2 * len(blocks) - 2
+    localized = {frozenset(), everything, *blocks, *quarters,
+                 *(everything - b for b in (*blocks, *quarters))}
+    assert len(localized) == 2 + 2 * (len(blocks) + len(quarters)) - 2
     expected = {
         "localized": len(localized),
         "single_layer": 1 + n_layers,
@@ -145,10 +148,11 @@ def test_localized_rows_are_recognisable_from_reinit_layers():
     blocks = [{b, b + 1, b + 2} for b in range(4)]
     layer_sets = [set(c.reinit_layers) for c in configs]
     assert set() in layer_sets and everything in layer_sets
-    for block in blocks:
+    quarters = [{0, 1}, {2, 3}, {4}, {5}]  # the verdicts' blocks (claims.md §0.2)
+    for block in (*blocks, *quarters):
         assert block in layer_sets and everything - block in layer_sets
     # No trial twice: preserving block 0-2 of 6 layers is reinitializing block 3-5.
-    assert len(layer_sets) == len({frozenset(s) for s in layer_sets}) == 2 + 2 * 4 - 2
+    assert len(layer_sets) == len({frozenset(s) for s in layer_sets}) == 2 + 2 * 8 - 2
     assert {c.experiment for c in configs} == {"localized"}
 
 

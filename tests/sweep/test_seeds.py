@@ -38,7 +38,9 @@ def test_groups_pair_every_surgery_with_the_full_model_by_seed():
         assert all(set(s) == set(group.conditions) for s in group.trials)
     localized = groups_of(families.get("localized").configs(grid(tasks=("rte",))), RULE,
                           "localized")
-    assert localized[0].contrasts() == 5  # 2 blocks x (reinit, preserved) + embeddings only
+    # 3-layer blocks 1-3, 2-4 and the verdicts' one-layer blocks 1..4 (claims.md §0.2),
+    # reinitialized or preserved, as 10 distinct layer sets, + embeddings only
+    assert localized[0].contrasts() == 9
     permuted = groups_of(families.get("permutations").configs(grid(tasks=("rte",)),
                                                               permutations=RULE.max_seeds),
                          RULE, "permutations")
