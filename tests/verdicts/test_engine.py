@@ -525,3 +525,51 @@ def test_another_studys_runs_holding_every_cell_decide(tmp_path):
     _epochs_study(synth, {0: 0.5, 2: 0.8, 6: 0.9})
     row = one(verdicts(tmp_path, "003-C1"), "sst2")
     assert row.verdict == "supported" and "500" in scope(row)
+
+
+def test_a_task_set_short_of_a_task_commands_that_task_and_all_of_its_cells(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 5000, {k: 0.5 + 0.05 * k for k in range(7)}, seeds=3,
+                      layers=6)
+    row = one(verdicts(tmp_path, "000-C4"), "sst2")
+    assert row.verdict == NED and "progressive runs of qnli" in row.reason
+    assert " --tasks qnli --sizes 5000 " in row.command and "--k" not in row.command, \
+        row.command
+    localized = SyntheticStore(tmp_path / "localized")
+    plant_localized(localized, "sst2", {"E": 0.5, "F": 0.9, ("kept", 1): 0.6,
+                                        ("kept", 2): 0.6, ("reinit", 1): 0.8,
+                                        ("reinit", 2): 0.8}, seeds=3)
+    row = one(verdicts(tmp_path / "localized", "003-C11"), "sst2")
+    assert row.verdict == NED and " --tasks qnli cola " in row.command, row.command
+
+
+def test_every_layer_shows_the_layer_whose_interval_decides(tmp_path):
+    """003-C17 on the committed MiniLM store: contradicted by one layer's lower bound above
+    0, and that interval is the one shown (Bonferroni over the 6 layers)."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[2] / "examples" / "embedded-minilm"
+    row = one([r for r in verdicts(root, "003-C17") if r.train_size == "500"], "sst2")
+    assert row.verdict == "contradicted" and row.ci_low > 0, row
+    assert "shown: layer " in row.reason and "highest lower bound" in row.reason
+
+
+def test_a_curve_gap_under_five_seeds_is_the_delta_method_marked_low_n(tmp_path):
+    """004-C2 on the committed MiniLM store (3 probe seeds): claims.md §0.4's fallback, as
+    ``cluster_bootstrap`` computes it, never a percentile bootstrap of 3 seeds."""
+    from pathlib import Path
+
+    root = Path(__file__).parents[2] / "examples" / "embedded-minilm"
+    row = one([r for r in verdicts(root, "004-C2") if r.task], "sst2")
+    assert row.method == "delta (low n)" and row.n_min == 3, row
+    assert row.verdict == "inconclusive" and row.ci_low < 0.1 < row.ci_high
+
+
+def test_a_decided_row_carries_its_claims_caveat_and_an_undecided_one_none(tmp_path):
+    from pathlib import Path
+
+    root = Path(__file__).parents[2] / "examples" / "quickstart"
+    rows = evaluate(store.load_trials(root), [BY_ID["000-C7"], BY_ID["000-C4"]])
+    decided = one([r for r in rows if r.claim == "000-C7"], "sst2")
+    assert decided.verdict == "supported" and "(c) the middle share" in decided.caveat
+    assert all(r.caveat == "" for r in rows if r.claim == "000-C4")
