@@ -87,10 +87,11 @@ def resolved(options: RunOptions, gpus_per_trial: float | None = None) -> RunOpt
 
 
 def make_plan(configs: list[TrialConfig], options: RunOptions,
-              shapes: dict[str, ModelShape] | None = None) -> Plan:
+              shapes: dict[str, ModelShape] | None = None, *, dry_run: bool = False) -> Plan:
     """Check ``configs`` (pre-flight) and find which of them the store lacks. ``shapes``
     gives the shape of models that cannot be inspected here; others are looked up.
-    ``--gpus-per-trial auto`` is resolved first (``resolved``)."""
+    ``--gpus-per-trial auto`` is resolved first (``resolved``). A ``dry_run`` plan changes
+    nothing in the store."""
     options = resolved(options)
     results = Path(options.results_dir).expanduser().resolve()
     storage = env.storage(options.storage, results)
@@ -105,9 +106,9 @@ def make_plan(configs: list[TrialConfig], options: RunOptions,
         warning = emulated_bf16_warning(precision, options.resources.gpus_per_trial > 0)
         if warning:
             log.warning("%s", warning)
-    check_damaged(results, options.rerun_damaged)
+    would_rerun = check_damaged(results, options.rerun_damaged, dry_run=dry_run)
     stored = store.finished_data(results)
-    done = set(stored)
+    done = set(stored) - would_rerun
     if options.similarity is not None:
         done &= store.similarity_ids(results)
     if options.save_model:
@@ -195,20 +196,26 @@ def data_changes(configs: list[TrialConfig], done: set[str],
                      "ran:\n  - " + "\n  - ".join(lines))
 
 
-def check_damaged(results: Path, rerun: bool) -> None:
+def check_damaged(results: Path, rerun: bool, *, dry_run: bool = False) -> set[str]:
     """Stop before any trial where the store's trial or epoch files are broken: their
     checksums fail (values may read wrong) or they have no readable footer (cut short: no
     row reads). Their trials would otherwise silently train again. Names each file and how
     many trials it held; with ``rerun`` (``--rerun-damaged``) moves them to
-    ``RESULTS/damaged/`` instead, so their trials train again."""
+    ``RESULTS/damaged/`` instead, so their trials train again (a ``dry_run`` says it would,
+    moves nothing, and returns the trial ids those files hold: what its plan runs again)."""
     found = store.broken_files(results)
     if not found:
-        return
-    lines = []
+        return set()
+    lines, held_ids = [], set()
     for path, why in found.items():
         held = store.key_count(path)
         count = "trials unknown" if held is None else f"{held} trial{'s' * (held != 1)}"
-        if rerun:
+        if rerun and dry_run:
+            ids = store.trials_in(path)  # a per-trial file is named by its trial
+            held_ids.update(ids if ids is not None else [path.stem])
+            log.warning("damaged results file %s (%s, %s) would be moved to %s/; its trials "
+                        "would train again", path, count, why, results / store.DAMAGED)
+        elif rerun:
             moved = store.set_aside(results, path)
             log.warning("damaged results file %s (%s, %s) moved to %s; its trials train "
                         "again", path, count, why, moved)
@@ -219,6 +226,7 @@ def check_damaged(results: Path, rerun: bool) -> None:
             + "\n  - ".join(lines) + "\n  - restore them from a backup, or pass "
             "--rerun-damaged to move them to " + str(results / store.DAMAGED)
             + "/ (never deleted) and train their trials again")
+    return held_ids
 
 
 def model_changes(configs: list[TrialConfig], done: set[str],

@@ -100,7 +100,7 @@ class Sweep:
         if not dry_run:  # a compaction a killed command left is completed before anything
             store.finish_compactions(Path(self.options.results_dir).expanduser())
         self._resolve_devices()
-        plan = planning.make_plan(self.configs, self.options, self.shapes)
+        plan = planning.make_plan(self.configs, self.options, self.shapes, dry_run=dry_run)
         if plan.todo and (calibrate or not dry_run):
             preflight.check_local_gpus(plan.options.resources.gpus_per_trial,
                                        calibrate=dry_run)

@@ -85,9 +85,11 @@ def test_a_flipped_byte_is_found_named_and_never_retrained_silently(tmp_path, ca
     code, out = cli(capsys, *argv)  # the sweep stops before any trial, naming it
     assert code == 2 and "damaged results files" in out and f"{damaged} (1 trial)" in out, out
     assert damaged.exists()
-    code, out = cli(capsys, *argv, "--rerun-damaged")
+    code, out = cli(capsys, *argv, "--rerun-damaged")  # a dry run plans it, moves nothing
     assert code == 0 and "dry run: 1 of 2 trials would run" in out, out
-    assert not damaged.exists()
+    assert damaged.exists() and not (results / "damaged").exists()
+    code, out = cli(capsys, *argv[:-1], "--rerun-damaged", "--max-failures", "0")
+    assert code == 0 and "1 ran ok" in out, out  # trained again, in a new file
     assert (results / "damaged" / "trials" / damaged.name).is_file()  # moved, not deleted
     code, out = cli(capsys, "store", "check", "--results", str(results))
     assert code == 0, out
@@ -130,4 +132,4 @@ def test_a_compacted_file_cut_in_half_is_counted_named_and_never_retrained_silen
     assert "--rerun-damaged" in out and path.exists()
     code, out = cli(capsys, *argv, "--rerun-damaged")
     assert code == 0 and "dry run: 6 of 6 trials would run" in out, out
-    assert (results / "damaged" / "trials" / path.name).is_file()
+    assert path.exists() and not (results / "damaged").exists()  # a dry run moves nothing
