@@ -142,9 +142,9 @@ class TrialConfig:
         if self.task not in TASKS:
             raise InputError(f"task: unknown task {self.task!r}; allowed: {sorted(TASKS)}")
         _check_int("seed", self.seed, minimum=0)
-        _check_int("batch_size", self.batch_size, minimum=1)
-        _check_int("epochs", self.epochs, minimum=1)
-        _check_int("max_seq_length", self.max_seq_length, minimum=8)
+        _check_int("batch_size", self.batch_size, minimum=1, flag="--batch-size")
+        _check_int("epochs", self.epochs, minimum=1, flag="--epochs")
+        _check_int("max_seq_length", self.max_seq_length, minimum=8, flag="--max-seq-length")
         if (isinstance(self.lr, bool) or not isinstance(self.lr, int | float)
                 or not 0 < self.lr <= 1):  # also refuses NaN and infinity
             raise InputError(f"lr: must be a finite number in (0, 1], got {self.lr!r} (--lr); "
@@ -218,10 +218,12 @@ class TrialConfig:
             raise InputError(f"schedule: {self.schedule!r}; allowed: {list(SCHEDULES)}")
         w = self.warmup_ratio
         if isinstance(w, bool) or not isinstance(w, float) or not 0 <= w < 1:
-            raise InputError(f"warmup_ratio: must be a number in [0, 1), got {w!r}")
+            raise InputError(f"warmup_ratio: must be a number in [0, 1), got {w!r} "
+                             "(--warmup-ratio)")
         if w and self.schedule != "linear":
             raise InputError("warmup_ratio: the slanted triangular schedule has its own warmup "
-                             "(cut_frac 0.1); use warmup_ratio 0 with it")
+                             "(cut_frac 0.1); use --warmup-ratio 0 with --schedule "
+                             f"{self.schedule}")
 
     # -- against the model ------------------------------------------------------------------
     def check(self, shape: ModelShape) -> None:
@@ -319,9 +321,10 @@ def default(name: str) -> Any:
     return TrialConfig.__dataclass_fields__[name].default
 
 
-def _check_int(name: str, value: Any, *, minimum: int) -> None:
+def _check_int(name: str, value: Any, *, minimum: int, flag: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+        raise InputError(f"{name}: must be an integer >= {minimum}, got {value!r}"
+                         + (f" ({flag})" if flag else ""))
 
 
 def _check_indices(name: str, indices: tuple) -> None:

@@ -20,6 +20,7 @@ Ctrl+C, 143 SIGTERM, 129 SIGHUP; the summary is printed). Neither ``--help`` nor
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 
 from reinit_tune.cli import compare, consistency, listing, report, store, sweep, verdicts
@@ -57,10 +58,18 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.command == "sweep":  # it tells bad input from a failure once trials ran
-        return COMMANDS[args.command].command(args)
     try:
-        return COMMANDS[args.command].command(args)
-    except InputError as e:  # bad input a command found before it did anything: one line
-        print(f"error: {e}", file=sys.stderr)
+        if args.command == "sweep":  # it tells bad input from a failure once trials ran
+            return COMMANDS[args.command].command(args)
+        try:
+            return COMMANDS[args.command].command(args)
+        except InputError as e:  # bad input a command found before it did anything
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    except OSError as e:
+        if e.errno != errno.ENAMETOOLONG:
+            raise
+        # a path given on the command line that no file system accepts: one line
+        print(f"error: {e.filename}: a name in this path is too long for the file system "
+              "(255 bytes each); give a shorter path", file=sys.stderr)
         return 2

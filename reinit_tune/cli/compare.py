@@ -49,6 +49,8 @@ def command(args: argparse.Namespace) -> int:
             raise InputError(f"{name} {model}: not a saved model (a folder with config.json, "
                              "as --save-model writes to RESULTS/models/<trial_id>/) nor a "
                              "model name")
+    if args.max_seq_length < 8:  # what a trial's config accepts (reinit_tune.config)
+        raise InputError(f"--max-seq-length {args.max_seq_length}: must be at least 8")
     output_folder("--out", args.out)
     try:
         rows = compare(args.model_a, args.model_b, args.tasks, examples=args.examples,

@@ -36,11 +36,25 @@ def command(args: argparse.Namespace) -> int:
     if (problem := store.not_a_store(results)) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
+    if args.experiment is not None:
+        present = sorted(set(store.load_trials(results, columns=["experiment"])["experiment"]
+                             .dropna().astype(str)))
+        if args.experiment not in present:
+            print(f"error: --experiment {args.experiment}: no trial of {results} is of it; "
+                  f"the store holds {', '.join(present) or 'no trials'}", file=sys.stderr)
+            return 2
     try:
         done = consistency(results, examples=args.examples, data_dir=args.data_dir,
                            experiment=args.experiment)
     except (InputError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(f"{done} pairs compared into {results / 'pairs'}; `reinit-tune report` draws them")
+    stored = len(store.pair_ids(results))
+    if not stored:
+        print(f"no pairs to compare in {results}: it needs two trials with saved models "
+              "(sweep with --save-model) that differ only in their seed, or only in their "
+              "task", file=sys.stderr)
+        return 1
+    print(f"{done} pairs compared into {results / 'pairs'} ({stored} there in all); "
+          "`reinit-tune report` draws them")
     return 0

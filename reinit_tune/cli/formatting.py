@@ -8,6 +8,7 @@ import argparse
 import difflib
 import os
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -61,10 +62,24 @@ def _nearest_folder(path: Path) -> Path:
     return path
 
 
+def _try_writing(flag: str, path: str | Path, folder: Path) -> None:
+    """An ``InputError`` where a file cannot be made in ``folder`` (permissions say it can
+    where the file system does not: /proc, a read-only mount): a temporary one is made and
+    removed."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise InputError(f"{flag} {path}: cannot write in {folder} ({e.strerror}); give a "
+                         "path you can write") from None
+
+
 def output_file(flag: str, path: str) -> Path:
     """``path`` as a file a command will write (``flag`` names it in the error): an
-    ``InputError`` now, before any work, where it is a folder or its folder does not exist
-    or cannot be written."""
+    ``InputError`` now, before any work, where it is empty or a folder, or its folder does
+    not exist or cannot be written."""
+    if not str(path):
+        raise InputError(f"{flag}: an empty file name; give a file, e.g. verdicts.json")
     target = Path(path).expanduser()
     if target.is_dir():
         raise InputError(f"{flag} {path}: is a folder; give a file name, e.g. "
@@ -76,6 +91,7 @@ def output_file(flag: str, path: str) -> Path:
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise InputError(f"{flag} {path}: cannot write there (no permission); give a path "
                          "you can write")
+    _try_writing(flag, path, folder)
     return target
 
 
@@ -83,6 +99,8 @@ def output_folder(flag: str, path: str | Path) -> Path:
     """``path`` as a folder a command will create or fill: an ``InputError`` now where it
     is a file, or where the folder (or the nearest one it would be made in) cannot be
     written."""
+    if not str(path):
+        raise InputError(f"{flag}: an empty path; give a folder (it is created if missing)")
     target = Path(path).expanduser()
     if target.exists() and not target.is_dir():
         raise InputError(f"{flag} {path}: is a file, not a folder; give a folder (it is "
@@ -94,6 +112,7 @@ def output_folder(flag: str, path: str | Path) -> Path:
     if not os.access(nearest, os.W_OK):
         raise InputError(f"{flag} {path}: cannot write in {nearest} (no permission); give a "
                          "folder you can write")
+    _try_writing(flag, path, nearest)
     return target
 
 

@@ -37,7 +37,7 @@ def command(args: argparse.Namespace) -> int:
     if args.max_panels is not None and args.max_panels < 1:
         print(f"error: --max-panels {args.max_panels}: give 1 or more", file=sys.stderr)
         return 2
-    out = output_folder("--out", args.out) if args.out else None
+    out = output_folder("--out", args.out) if args.out is not None else None
     if out is None:  # RESULTS/report: the store's own folder, checked as such
         output_folder("--results", Path(args.results))
     return report.run(Path(args.results), out, args.only, max_panels=args.max_panels,

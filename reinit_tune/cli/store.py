@@ -45,12 +45,19 @@ def command(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     if args.action == "check":
+        from reinit_tune.verdicts.inputs import bad_scores
+
         check = store.check_store(results)
-        print(check)
-        return 0 if check.clean else 1
+        # a row can read fine and still hold a score its metric cannot take
+        scores = bad_scores(store.load_trials(results, status="ok",
+                                              columns=["trial_id", "metric", "score"]))
+        print(check if scores is None else f"{scores}\n{check}".replace(
+            "store is clean", "every file and row reads"))
+        return 0 if check.clean and scores is None else 1
     start = time.perf_counter()
     merged = store.compact(results)
-    files = ", ".join(f"{n} {name}" for name, n in merged.items() if n) or "nothing"
-    print(f"compacted {results} in {time.perf_counter() - start:.1f} s: merged {files} "
-          f"per-trial files; {store.small_file_count(results)} per-trial files left")
+    files = ", ".join(f"{n} {name}" for name, n in merged.items() if n)
+    print(f"compacted {results} in {time.perf_counter() - start:.1f} s: " + (
+        f"merged {files} per-trial files" if files else "no per-trial files to merge")
+        + f"; {store.small_file_count(results)} per-trial files left")
     return 0

@@ -43,7 +43,7 @@ def command(args: argparse.Namespace) -> int:
             print(f"error: --claims {' '.join(unknown)}: no such claim; known: "
                   f"{', '.join(verdicts.BY_ID)}", file=sys.stderr)
             return 2
-    if args.json:
+    if args.json is not None:
         output_file("--json", args.json)
     results = Path(args.results)
     if (problem := store.not_a_store(results)) is not None:

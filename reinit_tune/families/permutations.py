@@ -36,6 +36,9 @@ PROTOCOLS = ("ours", "authors")
 AUTHORS_TRAINING_SEED = 1  # the 003 authors' scripts fix the training seed at 1
 
 
+MAX_PERMUTATIONS = 100_000  # a grid the planner and the store handle in minutes
+
+
 def build(grid: Grid, *, permutations: int = PERMUTATIONS, protocol: str = "ours",
           experiment: str = "permutations") -> list[TrialConfig]:
     """The permuted runs and the baselines, ``grid.seeds`` runs each: the original order
@@ -48,6 +51,10 @@ def build(grid: Grid, *, permutations: int = PERMUTATIONS, protocol: str = "ours
       run shares one train subset and batch order and differs only in layer order."""
     if permutations < 1:
         raise InputError(f"--permutations: must be >= 1, got {permutations}")
+    if permutations > MAX_PERMUTATIONS:  # each is a trial per task, size and seed
+        raise InputError(f"--permutations: at most {MAX_PERMUTATIONS:,}, got {permutations:,} "
+                         "(003 used 10; a correlation over N permutations is within "
+                         "±0.02 at N = 10,000)")
     if protocol not in PROTOCOLS:
         raise InputError(f"--protocol: {protocol!r}; allowed: {list(PROTOCOLS)}")
     n_layers = grid.num_layers

@@ -50,6 +50,13 @@ def build(grid: Grid, *, variants: Iterable[str] = VARIANTS,
     unknown = sorted(set(which) - set(VARIANTS))
     if unknown or not which:
         raise InputError(f"--variants: {unknown or which}; allowed: {list(VARIANTS)}")
+    if "lr" in which and (isinstance(lr_multiplier, bool)
+                          or not isinstance(lr_multiplier, int | float)
+                          or not 0 < lr_multiplier < float("inf")):
+        raise InputError(f"--lr-multiplier: must be a positive number, got {lr_multiplier!r}")
+    if "epochs" in which and (isinstance(max_epochs, bool) or not isinstance(max_epochs, int)
+                              or max_epochs < 1):
+        raise InputError(f"--max-epochs: must be an integer >= 1, got {max_epochs!r}")
     curves = [{}] if {"lr", "layernorm"} & set(which) else []
     if "lr" in which:
         curves.append({"reinit_lr_multiplier": lr_multiplier})

@@ -202,6 +202,20 @@ def test_side_commands_refuse_bad_paths_in_one_line(capsys, tmp_path):
         (["compare", str(a_file), str(a_file)], f"model_a {a_file}: not a saved model"),
         (["store", "--results", str(example)],
          f"reinit-tune store needs an action: `reinit-tune store check --results {example}`"),
+        # permissions say /proc is writable for root; the file system does not
+        (["verdicts", "--results", str(example), "--json", "/proc/x"],
+         "--json /proc/x: cannot write"),
+        (["report", "--results", str(example), "--out", "/proc/x"], "--out /proc/x: cannot write"),
+        (["verdicts", "--results", str(example), "--json", ""], "--json: an empty file name"),
+        (["report", "--results", str(example), "--out", ""], "--out: an empty path"),
+        (["verdicts", "--results", str(tmp_path / ("a" * 300))],
+         "a name in this path is too long for the file system"),
+        (["store", "check", "--results", str(tmp_path / ("a" * 300))],
+         "a name in this path is too long for the file system"),
+        (["compare", "model-a", "model-b", "--max-seq-length", "-1"],
+         "--max-seq-length -1: must be at least 8"),
+        (["consistency", "--results", str(example), "--experiment", "nosuch"],
+         f"--experiment nosuch: no trial of {example} is of it"),
     ]
     for argv, message in cases:
         code, out = cli(capsys, *argv)
@@ -235,3 +249,37 @@ def test_flags_that_mean_nothing_alone_are_refused_and_implied_ones_said(capsys,
                     "--sizes", "500")
     assert code == 0 and "--layer-replacement implies --similarity" in out, out
     assert not any(tmp_path.iterdir())  # nothing ran
+
+
+def test_store_check_names_scores_a_metric_cannot_take_and_consistency_says_it_has_no_pairs(
+        capsys, tmp_path):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "store"
+    shutil.copytree(REPO / "examples" / "quickstart", copy)
+    [path] = (copy / "trials").glob("*.parquet")
+    table = pq.read_table(path)
+    column = table.schema.get_field_index("score")
+    pq.write_table(table.set_column(column, "score", pa.array([float("nan")] * len(table))),
+                   path)
+    code, out = cli(capsys, "store", "check", "--results", str(copy))
+    assert code == 1 and f"{len(table)} ok run(s) hold a score their metric cannot take" in out
+    assert "store is clean" not in out, out
+    code, out = cli(capsys, "consistency", "--results", str(copy))
+    assert code == 1 and "no pairs to compare" in out and "--save-model" in out, out
+
+
+def test_family_flags_are_checked_by_their_own_names(capsys, no_ray):
+    base = ["--tasks", "sst2", "--sizes", "400", "--seeds", "1", "--dry-run"]
+    for argv, message in [
+            (["variants", "--variants", "epochs", "--max-epochs", "0"],
+             "--max-epochs: must be an integer >= 1, got 0"),
+            (["variants", "--lr-multiplier", "0"], "--lr-multiplier: must be a positive number"),
+            (["permutations", "--permutations", "1000000"],
+             "--permutations: at most 100,000, got 1,000,000"),
+            (["progressive", "--epochs", "0"], "got 0 (--epochs)")]:
+        code, out = cli(capsys, "sweep", *argv, *base)
+        assert code == 2 and message in out, (argv, out)
