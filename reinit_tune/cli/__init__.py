@@ -46,10 +46,20 @@ COMMANDS = {"sweep": sweep, "families": listing, "report": report, "compare": co
             "consistency": consistency, "verdicts": verdicts, "store": store}
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("reinit-tune")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def parser() -> argparse.ArgumentParser:
     """The ``reinit-tune`` parser with every subcommand's."""
     p = Parser(prog="reinit-tune", formatter_class=Help,
                                 description=__doc__.split("\n\n")[0].replace("``", ""))
+    p.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in COMMANDS.values():
         module.add_parser(commands)

@@ -31,7 +31,7 @@ def command(args: argparse.Namespace) -> int:
 
     keys = {s.key for s in report.sections()}
     if args.only and not set(args.only) <= keys:
-        print(f"error: --only {sorted(set(args.only) - keys)}: no such figure; known: "
+        print(f"error: --only {' '.join(sorted(set(args.only) - keys))}: no such figure; known: "
               f"{', '.join(sorted(keys))}", file=sys.stderr)
         return 2
     if args.max_panels is not None and args.max_panels < 1:

@@ -49,8 +49,8 @@ def command(args: argparse.Namespace) -> int:
     if (problem := store.not_a_store(results)) is not None:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    claims = ([verdicts.BY_ID[c.upper()] for c in args.claims] if args.claims
-              else verdicts.CLAIMS)
+    named = dict.fromkeys(c.upper() for c in args.claims or ())  # each claim once
+    claims = [verdicts.BY_ID[c] for c in named] if named else verdicts.CLAIMS
     stored = store.load_trials(results, columns=list(COLUMNS))  # read once: every status
     if (problem := nothing_to_decide(stored["status"], str(results))) is not None:
         print(f"error: {problem}", file=sys.stderr)
