@@ -182,7 +182,7 @@ def test_permutation_n_is_numpy_randomstate_n_and_shared_by_every_task(glue_dir)
     ("single_layer", ["--layers", "-1"], "--layers: [-1] out of range"),
     ("probing", ["--k", "13"], "--k: [13] out of range"),
     ("permutations", ["--permutations", "0"], "--permutations: must be >= 1"),
-    ("variants", ["--lr-multiplier", "0"], "reinit_lr_multiplier: must be a positive number"),
+    ("variants", ["--lr-multiplier", "0"], "--lr-multiplier: must be a positive number"),
     ("sequential", ["--tasks", "rte", "--intermediate-tasks", "wnli", "--sizes", "1000"],
      "wnli train split"),
 ])

@@ -701,7 +701,7 @@ FAMILY_CASES = [
     ("single_layer", ["--layers=-1"], "--layers: [-1] out of range"),
     ("permutations", ["--permutations", "0"], "--permutations: must be >= 1"),
     ("probing", ["--k", "5"], "--k: [5] out of range"),
-    ("variants", ["--lr-multiplier", "0"], "reinit_lr_multiplier: must be a positive number"),
+    ("variants", ["--lr-multiplier", "0"], "--lr-multiplier: must be a positive number"),
     ("sequential", ["--intermediate-tasks", "wnli"], "wnli/train not found"),
     ("permutations", ["--model", ONE_LAYER], "has 1 layer, which has no other order"),
 ]
