@@ -53,6 +53,9 @@ def command(args: argparse.Namespace) -> int:
     claims = [verdicts.BY_ID[c] for c in named] if named else verdicts.CLAIMS
     stored = store.load_trials(results, columns=list(COLUMNS))  # read once: every status
     if (problem := nothing_to_decide(stored["status"], str(results))) is not None:
+        if stored.empty and (broken := store.broken_files(results)):
+            problem = (f"--results {results}: no trial can be read ({len(broken)} damaged "
+                       f"file(s)); `reinit-tune store check --results {results}` names them")
         print(f"error: {problem}", file=sys.stderr)
         return 1
     trials = stored[stored["status"] == "ok"].reset_index(drop=True)

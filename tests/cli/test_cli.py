@@ -270,6 +270,10 @@ def test_store_check_names_scores_a_metric_cannot_take_and_consistency_says_it_h
     assert "store is clean" not in out, out
     code, out = cli(capsys, "consistency", "--results", str(copy))
     assert code == 1 and "no pairs to compare" in out and "--save-model" in out, out
+    path.write_bytes(path.read_bytes()[:500])  # cut short: no trial reads
+    code, out = cli(capsys, "verdicts", "--results", str(copy))
+    assert code == 1 and "no trial can be read (1 damaged file(s))" in out, out
+    assert f"reinit-tune store check --results {copy}" in out and "run a sweep" not in out
 
 
 def test_family_flags_are_checked_by_their_own_names(capsys, no_ray):
