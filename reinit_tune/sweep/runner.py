@@ -108,19 +108,20 @@ class Sweep:
             self._print(self.devices.why)
         self._print(describe(plan.configs, plan.data_dir, plan.options.allow_subset))
         if plan.skipped:
-            self._print(f"{plan.skipped} trials already in {plan.results_dir}: skipped")
+            self._print(f"{_trials(plan.skipped)} already in {plan.results_dir}: skipped")
         if plan.not_needed:
-            self._print(f"{plan.not_needed} trials not needed: their groups' stored seeds "
+            self._print(f"{_trials(plan.not_needed)} not needed: their groups' stored seeds "
                         "reach --target-ci")
         if plan.reuse:
-            self._print(f"{len(plan.reuse)} trials are stored under another family with the "
+            self._print(f"{_trials(len(plan.reuse))} stored under another family with the "
                         "same configuration: copied, not run again")
         if dry_run:
             summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
                                    skipped=plan.skipped, reused=len(plan.reuse), dry_run=True,
                                    not_needed=plan.not_needed)
             self._print(summary)
-            self._estimate(plan, calibrate)
+            if plan.todo:  # nothing to run costs nothing: no estimate, no calibration hint
+                self._estimate(plan, calibrate)
             return summary
         if plan.todo:
             self._estimate(plan)
@@ -185,3 +186,7 @@ def run_sweep(
     this device first). Returns the counts of what happened (``Sweep.run``)."""
     return Sweep(configs, options, shapes=shapes, out=out).run(dry_run=dry_run,
                                                                 calibrate=calibrate)
+
+
+def _trials(n: int) -> str:
+    return f"{n} trial{'s' * (n != 1)}"

@@ -103,7 +103,7 @@ def test_the_command_of_an_undecided_verdict_adds_runs_to_its_own_group(
     assert command[command.index("--epochs") + 1] == "5"
     capsys.readouterr()
     assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
-    assert "trials already in" in capsys.readouterr().out
+    assert " already in " in capsys.readouterr().out
 
 
 def test_scores_a_metric_cannot_take_are_refused_naming_their_trials(tmp_path, capsys):

@@ -49,7 +49,7 @@ def test_a_sweep_over_re_saved_weights_stops_before_training(tmp_path, capsys, g
                          experiment="progressive")
     plant(results, config, model_fingerprint(str(model)))
     code, out = cli(capsys, *argv)
-    assert code == 0 and "1 trials already in" in out, out
+    assert code == 0 and "1 trial already in" in out, out
     save_tiny_model(model, "bert", layers=4, seed=7)  # re-saved at the same path
     code, out = cli(capsys, *argv)
     assert code == 2, out
@@ -58,7 +58,7 @@ def test_a_sweep_over_re_saved_weights_stops_before_training(tmp_path, capsys, g
     assert code == 0 and "dry run: 1 of 1 trials would run" in out, out
     plant(results, config, None)  # a row from before fingerprints: never a mismatch
     code, out = cli(capsys, *argv)
-    assert code == 0 and "1 trials already in" in out, out
+    assert code == 0 and "1 trial already in" in out, out
 
 
 def rows(*specs) -> pd.DataFrame:

@@ -84,7 +84,7 @@ def test_a_dry_run_counts_copied_trials_alike_from_every_entry_point(planned, ca
     command = capsys.readouterr().out
     api = api_dry_run("small_data")
     total = len(planned[0])
-    assert "1 trials are stored under another family with the same configuration: copied, " \
+    assert "1 trial stored under another family with the same configuration: copied, " \
            "not run again" in command
     assert f"dry run: {total - 1} of {total} trials would run" in command
     assert api == command
