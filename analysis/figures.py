@@ -5,9 +5,8 @@ report.html in RESULTS/report/."""
 
 import argparse
 import sys
-from pathlib import Path
 
-from reinit_tune.analysis import report
+from reinit_tune.cli import main
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
@@ -15,5 +14,7 @@ if __name__ == "__main__":
     p.add_argument("--results", default="results", help="results store folder")
     p.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
     args = p.parse_args()
-    sys.exit(report.run(Path(args.results), Path(args.out) if args.out else None,
-                        args.figures or None))
+    # the command's own checks: an unknown figure or an unwritable --out is one line, exit 2
+    sys.exit(main(["report", "--results", args.results,
+                   *(["--out", args.out] if args.out is not None else []),
+                   *(["--only", *args.figures] if args.figures else [])]))

@@ -5,14 +5,14 @@ in DIR/report/, where `reinit-tune report` writes them). The same as `reinit-tun
 
 import argparse
 import sys
-from pathlib import Path
 
-from reinit_tune.analysis import report
+from reinit_tune.cli import main
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--results", default="results", help="results store folder")
     p.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
     args = p.parse_args()
-    sys.exit(report.run(Path(args.results), Path(args.out) if args.out else None,
-                        ["progressive"]))
+    sys.exit(main(["report", "--results", args.results,
+                   *(["--out", args.out] if args.out is not None else []),
+                   "--only", "progressive"]))

@@ -208,6 +208,10 @@ def test_every_entry_point_writes_the_one_report_folder(tmp_path, capsys):
     assert code == 0 and f"report: {results / 'report' / 'report.html'}" in out
     readme = (REPO / "README.md").read_text()
     assert "DIR/figures" not in readme and "results/figures" not in readme
+    done = subprocess.run([sys.executable, "analysis/figures.py", "nosuchfig", "--results",
+                           str(results)], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "--only nosuchfig: no such figure" in done.stderr, done
+    assert "Traceback" not in done.stderr
 
 
 def test_degenerate_configurations_are_listed_one_by_one(tmp_path, capsys):
