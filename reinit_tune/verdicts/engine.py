@@ -61,6 +61,7 @@ class VerdictRow:
     share: float | None = None
     share_low: float | None = None
     share_high: float | None = None
+    share_method: str | None = None  # e.g. "delta (low n)" under 5 seeds a cell
     published: str = "figure only"
     published_value: float | None = None
     published_in_ci: bool | None = None
@@ -365,6 +366,7 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
         share=None if share is None else share.estimate,
         share_low=None if share is None or not share.defined else share.low,
         share_high=None if share is None or not share.defined else share.high,
+        share_method=None if share is None else share.method,
         published=claim.published, published_value=value,
         published_in_ci=(None if value is None or interval is None or not interval.defined
                          else interval.contains(value)),

@@ -33,8 +33,9 @@ def _row_html(r: VerdictRow, links: dict[str, str | None]) -> str:
     section = links.get(r.figure or "")
     link = (f"<a href='#{section}'>{html.escape(r.claim)}</a>" if section
             else html.escape(r.claim))
+    low_n = ", low n" if r.share_method and "low n" in r.share_method else ""
     share = (f"<br>share {r.share:.2f} [{_number(r.share_low, 2)}, "
-             f"{_number(r.share_high, 2)}]" if r.share is not None else "")
+             f"{_number(r.share_high, 2)}]{low_n}" if r.share is not None else "")
     overall = r.task is None and r.train_size is not None  # decided from task rows
     ci = (f"[{_number(r.ci_low)}, {_number(r.ci_high)}]" if r.ci_low is not None
           else "per task" if overall else "-")

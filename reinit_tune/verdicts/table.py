@@ -49,7 +49,8 @@ def text(rows: Sequence[VerdictRow]) -> str:
         if r.claim != previous and r.title:
             lines.append(f"{r.claim}: {r.title}")
         previous = r.claim
-        share = (f" (share {r.share:.2f} {_interval(r.share_low, r.share_high)})"
+        low_n = ", low n" if r.share_method and "low n" in r.share_method else ""
+        share = (f" (share {r.share:.2f} {_interval(r.share_low, r.share_high)}{low_n})"
                  if r.share is not None else "")
         inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
         published = (f"{r.published_value:g} ({inside})" if r.published_value is not None

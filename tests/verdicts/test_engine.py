@@ -573,3 +573,14 @@ def test_a_decided_row_carries_its_claims_caveat_and_an_undecided_one_none(tmp_p
     decided = one([r for r in rows if r.claim == "000-C7"], "sst2")
     assert decided.verdict == "supported" and "(c) the middle share" in decided.caveat
     assert all(r.caveat == "" for r in rows if r.claim == "000-C4")
+
+
+def test_a_share_under_five_seeds_is_marked_low_n(tmp_path):
+    from pathlib import Path
+
+    from reinit_tune.verdicts.table import text
+
+    root = Path(__file__).parents[2] / "examples" / "quickstart"
+    row = one([r for r in verdicts(root, "003-C1") if r.task], "sst2")
+    assert row.n_min == 3 and "low n" in row.share_method
+    assert "(share 0.73 [+0.612, +0.843], low n)" in text([row])
