@@ -45,6 +45,9 @@ def command(args: argparse.Namespace) -> int:
 
     for name, model in (("model_a", args.model_a), ("model_b", args.model_b)):
         path = Path(model).expanduser()
+        if not path.exists() and model.startswith((".", "/", "~")):
+            raise InputError(f"{name} {model}: no such folder (a saved model is a folder with "
+                             "config.json, as --save-model writes to RESULTS/models/<trial_id>/)")
         if path.exists() and not (path / "config.json").is_file():
             raise InputError(f"{name} {model}: not a saved model (a folder with config.json, "
                              "as --save-model writes to RESULTS/models/<trial_id>/) nor a "

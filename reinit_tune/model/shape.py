@@ -117,9 +117,11 @@ def model_shape(model: str) -> ModelShape:
     if config_file.is_file():
         return _shape_from_config(read_config(config_file.parent))
     if Path(model).expanduser().exists() or model.startswith((".", "/", "~")):
+        what = ("is a path but holds no config.json" if Path(model).expanduser().exists()
+                else "is a path to nothing: no such file or folder")
         raise InputError(
-            f"model: {model!r} is a path but holds no config.json; pass a folder written by "
-            f"save_pretrained, a hub id, or {EMBEDDED_MODEL!r}"
+            f"model: {model!r} {what}; pass a folder written by save_pretrained, a hub id, or "
+            f"{EMBEDDED_MODEL!r}"
         )
     if model in KNOWN_SHAPES:
         return KNOWN_SHAPES[model]

@@ -212,6 +212,8 @@ def test_side_commands_refuse_bad_paths_in_one_line(capsys, tmp_path):
          "a name in this path is too long for the file system"),
         (["store", "check", "--results", str(tmp_path / ("a" * 300))],
          "a name in this path is too long for the file system"),
+        (["compare", str(tmp_path / "nowhere"), "model-b"],
+         f"model_a {tmp_path / 'nowhere'}: no such folder"),
         (["compare", "model-a", "model-b", "--max-seq-length", "-1"],
          "--max-seq-length -1: must be at least 8"),
         (["consistency", "--results", str(example), "--experiment", "nosuch"],

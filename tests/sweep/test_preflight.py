@@ -260,7 +260,7 @@ CASES = [
     ("unknown task", lambda t, m, g: {"--tasks": ["mnli2"]},
      "argument --tasks: unknown task 'mnli2'; did you mean mnli", "argparse"),
     ("model path missing", lambda t, m, g: {"--model": [str(t / "nowhere")]},
-     "holds no config.json", "grid"),
+     "is a path to nothing: no such file or folder", "grid"),
     ("model folder without config", lambda t, m, g: {"--model": [model_folder(
         t, m, drop=["config.json"])]}, "holds no config.json", "grid"),
     ("model of an unsupported architecture", lambda t, m, g: {"--model": [model_folder(
