@@ -264,6 +264,10 @@ def seed_rule(args: argparse.Namespace, family: Family) -> SeedRule | None:
         raise InputError("--seeds auto needs --target-ci W: the half-width of the 95% "
                          "interval every paired contrast must reach (0.01: one accuracy "
                          "point)")
+    if isinstance(target, int | float) and target >= 1:  # scores are fractions, not percent
+        raise InputError(f"--target-ci {target:g}: a half-width in the metric's own units, "
+                         "which are fractions, not percent (0.01: one accuracy point); give "
+                         "e.g. 0.01")
     return SeedRule(target, args.min_seeds, args.max_seeds)
 
 

@@ -279,13 +279,16 @@ def test_store_check_names_scores_a_metric_cannot_take_and_consistency_says_it_h
 
 
 def test_family_flags_are_checked_by_their_own_names(capsys, no_ray):
-    base = ["--tasks", "sst2", "--sizes", "400", "--seeds", "1", "--dry-run"]
+    base = ["--tasks", "sst2", "--sizes", "400", "--dry-run"]
     for argv, message in [
             (["variants", "--variants", "epochs", "--max-epochs", "0"],
              "--max-epochs: must be an integer >= 1, got 0"),
             (["variants", "--lr-multiplier", "0"], "--lr-multiplier: must be a positive number"),
             (["permutations", "--permutations", "1000000"],
              "--permutations: at most 100,000, got 1,000,000"),
-            (["progressive", "--epochs", "0"], "got 0 (--epochs)")]:
-        code, out = cli(capsys, "sweep", *argv, *base)
+            (["progressive", "--epochs", "0"], "got 0 (--epochs)"),
+            (["progressive", "--seeds", "auto", "--target-ci", "5"],
+             "--target-ci 5: a half-width in the metric's own units, which are fractions")]:
+        seeds = [] if "--seeds" in argv else ["--seeds", "1"]
+        code, out = cli(capsys, "sweep", *argv, *base, *seeds)
         assert code == 2 and message in out, (argv, out)
