@@ -238,6 +238,18 @@ def read_one(path: Path, schema: pa.Schema) -> pa.Table | None:
         except pa.ArrowInvalid:  # written by an older version: convert what it holds
             return conform(pq.read_table(path), schema)
     except (OSError, pa.ArrowException) as e:
-        log.warning("skipping unreadable results file %s (%s: %s); delete or restore it",
-                    path, type(e).__name__, str(e).splitlines()[0][:200])
+        warn_unreadable(path, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
         return None
+
+
+_WARNED: set[str] = set()  # unreadable files this process has named already
+
+
+def warn_unreadable(path: str | os.PathLike, why: str = "") -> None:
+    """Name an unreadable store file, once per process: a command that reads a table
+    several times (``store check``, a sweep's plan) would otherwise repeat the line."""
+    if str(path) in _WARNED:
+        return
+    _WARNED.add(str(path))
+    log.warning("skipping unreadable results file %s%s; delete or restore it", path,
+                f" ({why})" if why else "")

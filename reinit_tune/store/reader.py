@@ -37,6 +37,7 @@ from reinit_tune.store.files import (
     conform,
     listing,
     read_one,
+    warn_unreadable,
 )
 from reinit_tune.store.schema import TRIALS
 
@@ -308,7 +309,7 @@ def read_files(con, files: list[str], table: Table, columns: list[str],
                 log.warning("skipping %d %s files whose columns have other types (e.g. %s)",
                             len(part), name, part[FILENAME][0])
     for path in problems.unreadable[known_bad:]:
-        log.warning("skipping unreadable results file %s; delete or restore it", path)
+        warn_unreadable(path)
     rows = pa.concat_tables(tables) if tables else target.empty_table()
     mask, reasons = _malformed_mask(rows, key, name)
     if mask.true_count:
