@@ -31,6 +31,8 @@ class StoreCheck:
     files: dict[str, tuple[int, int]]
     # files whose page checksums fail (a flipped byte): path -> why
     damaged: dict[Path, str] = dataclasses.field(default_factory=dict)
+    # files in a table's folder that no reader opens (not Parquet): said, not a problem
+    ignored: list[Path] = dataclasses.field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -47,10 +49,13 @@ class StoreCheck:
         lines += [f"{name}: {small} per-trial files, {compacted} compacted"
                   for name, (small, compacted) in self.files.items() if small or compacted]
         lines += [f"not a reinit-tune file (move it elsewhere): {p}" for p in self.foreign]
+        lines += _few([f"ignored by every reader (not a Parquet file): {p}"
+                       for p in self.ignored], "ignored files")
         lines += _few([f"malformed row {key} in {p}: {why}" for p, key, why in self.malformed],
                       "malformed rows")
-        lines += _few([f"trial {t} is stored ok but its epoch rows are unreadable: the next "
-                       "sweep runs it again" for t in self.lost_epochs],
+        lines += _few([f"trial {t} is stored ok but its epoch rows are unreadable: its sweep "
+                       "trains it again (with --rerun-damaged where the file is damaged)"
+                       for t in self.lost_epochs],
                       "trials whose epoch rows are unreadable")
         lines.append("store is clean" if self.clean else "store has problems (above)")
         return "\n".join(lines)
@@ -73,14 +78,18 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
     root = Path(results_dir)
     problems = Problems()
     files = {}
+    ignored = []
     for name, table in TABLES.items():
         small, compacted = listing(root / name)
         files[name] = (len(small), len(compacted))
         read_table(root, table, [table.key], problems)
+        if (root / name).is_dir():  # temporary files of a writer start with "."
+            ignored += sorted(p for p in (root / name).iterdir()
+                              if p.suffix != ".parquet" and not p.name.startswith("."))
     ok = set(load_trials(root, status="ok", columns=["trial_id"])["trial_id"])
     finished = set(finished_rows(root)["trial_id"])
     return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
-                      sorted(ok - finished), files, damaged_files(root))
+                      sorted(ok - finished), files, damaged_files(root), ignored)
 
 
 def _footers(results_dir: str | os.PathLike, tables: tuple[str, ...]) -> Problems:

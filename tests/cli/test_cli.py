@@ -267,8 +267,11 @@ def test_store_check_names_scores_a_metric_cannot_take_and_consistency_says_it_h
     column = table.schema.get_field_index("score")
     pq.write_table(table.set_column(column, "score", pa.array([float("nan")] * len(table))),
                    path)
+    (copy / "trials" / "notes.txt").write_text("a note")
     code, out = cli(capsys, "store", "check", "--results", str(copy))
     assert code == 1 and f"{len(table)} ok run(s) hold a score their metric cannot take" in out
+    assert f"ignored by every reader (not a Parquet file): {copy / 'trials' / 'notes.txt'}" \
+        in out
     assert "store is clean" not in out, out
     code, out = cli(capsys, "consistency", "--results", str(copy))
     assert code == 1 and "no pairs to compare" in out and "--save-model" in out, out

@@ -14,7 +14,7 @@ def test_a_trial_whose_epoch_file_is_unreadable_is_not_finished(tmp_path, write)
     assert len(store.load_trials(tmp_path)) == 2 and len(store.load_epochs(tmp_path)) == 2
     assert store.finished_ids(tmp_path) == {kept.trial_id}  # the next sweep reruns it
     check = store.check_store(tmp_path)
-    assert check.lost_epochs == [lost.trial_id] and "runs it again" in str(check)
+    assert check.lost_epochs == [lost.trial_id] and "trains it again" in str(check)
     write(tmp_path, lost)  # the rerun rewrites both files
     assert store.finished_ids(tmp_path) == {lost.trial_id, kept.trial_id}
     assert store.check_store(tmp_path).clean
