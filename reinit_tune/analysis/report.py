@@ -34,6 +34,7 @@ from reinit_tune.analysis import explore, frames, plotting, published, similarit
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import NoResultsError
 from reinit_tune.families.base import Figure, FigureSpec, plot
+from reinit_tune.verdicts.inputs import bad_scores
 from reinit_tune.verdicts.page import claims_html, shown_commands
 
 # Tables longer than this are embedded as data and paged in the browser (a static table of
@@ -456,6 +457,8 @@ def run(results: Path, out: Path | None = None, only: list[str] | None = None,
               "check lists them)", file=sys.stderr)
     for line in sanity.warnings(data.trials, groups=data.degenerate):
         print(f"warning: {line}", file=sys.stderr)
+    if (scores := bad_scores(data.trials)) is not None:  # drawn as NaN, or off the axis
+        print(f"warning: {scores}", file=sys.stderr)
     for s in built:
         if only:  # a figure or two from the command line: show their numbers too
             for f in s.figures:

@@ -273,6 +273,8 @@ def test_store_check_names_scores_a_metric_cannot_take_and_consistency_says_it_h
     assert f"ignored by every reader (not a Parquet file): {copy / 'trials' / 'notes.txt'}" \
         in out
     assert "store is clean" not in out, out
+    code, out = cli(capsys, "report", "--results", str(copy), "--only", "progressive")
+    assert "warning: 12 ok run(s) hold a score their metric cannot take" in out, out
     code, out = cli(capsys, "consistency", "--results", str(copy))
     assert code == 1 and "no pairs to compare" in out and "--save-model" in out, out
     path.write_bytes(path.read_bytes()[:500])  # cut short: no trial reads
