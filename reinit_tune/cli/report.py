@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from reinit_tune.cli.formatting import Help, output_folder
+from reinit_tune.errors import InputError
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -38,6 +39,11 @@ def command(args: argparse.Namespace) -> int:
         print(f"error: --max-panels {args.max_panels}: give 1 or more", file=sys.stderr)
         return 2
     out = output_folder("--out", args.out) if args.out is not None else None
+    tables = {(Path(args.results) / name).resolve() for name in ("trials", "epochs")}
+    if out is not None and any(t == out.resolve() or t in out.resolve().parents
+                               for t in tables):
+        raise InputError(f"--out {args.out}: inside the store's own tables; give a folder "
+                         f"outside them (the default is {Path(args.results) / 'report'})")
     if out is None:  # RESULTS/report: the store's own folder, checked as such
         output_folder("--results", Path(args.results))
     return report.run(Path(args.results), out, args.only, max_panels=args.max_panels,

@@ -208,6 +208,8 @@ def test_side_commands_refuse_bad_paths_in_one_line(capsys, tmp_path):
         (["report", "--results", str(example), "--out", "/proc/x"], "--out /proc/x: cannot write"),
         (["verdicts", "--results", str(example), "--json", ""], "--json: an empty file name"),
         (["report", "--results", str(example), "--out", ""], "--out: an empty path"),
+        (["report", "--results", str(example), "--out", str(example / "trials" / "r")],
+         f"--out {example / 'trials' / 'r'}: inside the store's own tables"),
         (["verdicts", "--results", str(tmp_path / ("a" * 300))],
          "a name in this path is too long for the file system"),
         (["store", "check", "--results", str(tmp_path / ("a" * 300))],
