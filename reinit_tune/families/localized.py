@@ -1,12 +1,10 @@
 """Localized reinitialization (003 §4, Fig. 2): every block of 3 consecutive layers either
 reinitialized or preserved while all other layers are reinitialized, at 5k examples, plus the
 full-model and embeddings-only baselines; and, on a model whose depth is not 12, the four
-near-equal blocks the claim verdicts read (claims.md §0.2, ``verdict_blocks``), so that the
-same command feeds the figure and the verdicts."""
+near-equal blocks the claim verdicts read (claims.md §0.2, ``verdicts.depth.blocks``), so
+that the same command feeds the figure and the verdicts."""
 
 from __future__ import annotations
-
-import functools
 
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import InputError
@@ -24,25 +22,17 @@ from reinit_tune.families.base import (
 figures = FigureModule("localized")
 
 BLOCK_SIZE = 3  # 003 §4: blocks of three consecutive layers
-VERDICT_BLOCKS = 4  # claims.md §0.2: a model's layers in 4 contiguous blocks
-
-
-@functools.cache
-def verdict_blocks(num_layers: int) -> tuple[tuple[int, ...], ...]:
-    """The 4 contiguous near-equal blocks of 0-based layers (``numpy.array_split`` of
-    1..L, claims.md §0.2) the claim verdicts compare, first to last: 003's 3-layer blocks
-    1-3, 4-6, 7-9, 10-12 on 12 layers; 1-2, 3-4, 5, 6 on 6."""
-    import numpy as np
-
-    return tuple(tuple(int(i) for i in part)
-                 for part in np.array_split(np.arange(num_layers), VERDICT_BLOCKS) if len(part))
 
 
 def build(grid: Grid) -> list[TrialConfig]:
     """Each of the L-2 blocks reinitialized (``reinit_layers`` = the block) or preserved
     (``reinit_layers`` = every layer outside it), plus the full model (``()``) and
-    embeddings only (all L layers); the ``verdict_blocks`` that are not among them (any
-    depth but 12) the same two ways."""
+    embeddings only (all L layers); the four blocks the claim verdicts compare
+    (``reinit_tune.verdicts.depth.blocks``) that are not among them (any depth but 12) the
+    same two ways."""
+    # imported here: the verdicts package loads its engine, which `sweep --help` need not
+    from reinit_tune.verdicts.depth import blocks as verdict_blocks
+
     n_layers = grid.num_layers
     if n_layers < BLOCK_SIZE:
         raise InputError(f"--model: blocks of {BLOCK_SIZE} layers need at least {BLOCK_SIZE} "

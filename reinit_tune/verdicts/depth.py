@@ -13,7 +13,9 @@ import functools
 import math
 from dataclasses import dataclass
 
-from reinit_tune.families.localized import verdict_blocks
+import numpy as np
+
+BLOCKS = 4
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,13 @@ def map_layer(paper: int, num_layers: int, paper_layers: int = 12) -> Mapping:
     return Mapping(paper, paper_layers, num_layers)
 
 
+@functools.cache
 def blocks(num_layers: int) -> tuple[tuple[int, ...], ...]:
-    """The 4 blocks of 0-based layer indices, first to last (what the localized family
-    trains besides its 3-layer blocks: ``reinit_tune.families.localized``)."""
-    return verdict_blocks(num_layers)
+    """The 4 blocks of 0-based layer indices, first to last: 1-3, 4-6, 7-9, 10-12 of 12
+    layers; 1-2, 3-4, 5, 6 of 6 (the localized family trains them besides its 3-layer
+    blocks: ``reinit_tune.families.localized``)."""
+    return tuple(tuple(int(i) for i in part)
+                 for part in np.array_split(np.arange(num_layers), BLOCKS) if len(part))
 
 
 def block_name(block: tuple[int, ...]) -> str:
