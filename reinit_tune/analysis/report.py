@@ -34,7 +34,7 @@ from reinit_tune.analysis import explore, frames, plotting, published, similarit
 from reinit_tune.config import TrialConfig
 from reinit_tune.errors import NoResultsError
 from reinit_tune.families.base import Figure, FigureSpec, plot
-from reinit_tune.verdicts.inputs import bad_scores
+from reinit_tune.store.check import bad_scores
 from reinit_tune.verdicts.page import claims_html, shown_commands
 
 # Tables longer than this are embedded as data and paged in the browser (a static table of

@@ -30,9 +30,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
 def command(args: argparse.Namespace) -> int:
     from reinit_tune import store, verdicts
     from reinit_tune.cli.costs import priced
+    from reinit_tune.store.check import bad_scores
     from reinit_tune.verdicts.epochs import EPOCH_COLUMNS
     from reinit_tune.verdicts.groups import COLUMNS
-    from reinit_tune.verdicts.inputs import bad_scores, conflicting_reruns, nothing_to_decide
+    from reinit_tune.verdicts.inputs import conflicting_reruns, nothing_to_decide
     from reinit_tune.verdicts.layers import SIMILARITY_COLUMNS
     from reinit_tune.verdicts.pairs import PAIR_COLUMNS
     from reinit_tune.verdicts.table import text, write_json

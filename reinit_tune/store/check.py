@@ -9,8 +9,11 @@ import dataclasses
 import os
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pyarrow.parquet as pq
 
+from reinit_tune.metrics import metric_range
 from reinit_tune.store.files import Vanished, damaged_files, key_count, listing
 from reinit_tune.store.lookup import finished_rows
 from reinit_tune.store.reader import Problems, connect, read_table, schema_groups, usable
@@ -33,14 +36,17 @@ class StoreCheck:
     damaged: dict[Path, str] = dataclasses.field(default_factory=dict)
     # files in a table's folder that no reader opens (not Parquet): said, not a problem
     ignored: list[Path] = dataclasses.field(default_factory=list)
+    # ok rows whose score their metric cannot take (``bad_scores``), where there are some
+    scores: str | None = None
 
     @property
     def clean(self) -> bool:
         return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs
-                    or self.damaged)
+                    or self.damaged or self.scores)
 
     def __str__(self) -> str:
-        lines = [f"damaged file (its checksums fail: values in it may read wrong; `reinit-tune "
+        lines = [self.scores] if self.scores else []
+        lines += [f"damaged file (its checksums fail: values in it may read wrong; `reinit-tune "
                  f"sweep ... --rerun-damaged` moves it aside and trains its trials again): {p} "
                  f"({why})" for p, why in self.damaged.items()]
         lines += [f"unreadable file (restore it, or `reinit-tune sweep ... --rerun-damaged` "
@@ -86,10 +92,11 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
         if (root / name).is_dir():  # temporary files of a writer start with "."
             ignored += sorted(p for p in (root / name).iterdir()
                               if p.suffix != ".parquet" and not p.name.startswith("."))
-    ok = set(load_trials(root, status="ok", columns=["trial_id"])["trial_id"])
+    ok = load_trials(root, status="ok", columns=["trial_id", "metric", "score"])
     finished = set(finished_rows(root)["trial_id"])
     return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
-                      sorted(ok - finished), files, damaged_files(root), ignored)
+                      sorted(set(ok["trial_id"]) - finished), files, damaged_files(root),
+                      ignored, bad_scores(ok))
 
 
 def _footers(results_dir: str | os.PathLike, tables: tuple[str, ...]) -> Problems:
@@ -139,3 +146,30 @@ def malformed_rows(results_dir: str | os.PathLike) -> list[tuple[Path, str, str]
     problems = Problems()
     read_table(results_dir, TRIAL_TABLE, ["trial_id"], problems)
     return problems.malformed
+
+
+SHOWN = 5  # trials named per message; the rest are counted
+
+
+def bad_scores(trials: pd.DataFrame) -> str | None:
+    """Why the ok runs of ``trials`` cannot be decided on (scores that are not finite, or
+    outside their metric's range, naming the trials), or None."""
+    ok = trials[trials["status"] == "ok"] if "status" in trials else trials
+    if ok.empty:
+        return None
+    score = pd.to_numeric(ok["score"], errors="coerce").to_numpy(np.float64)
+    low = np.empty(len(ok))
+    high = np.empty(len(ok))
+    for metric, where in ok.groupby(ok["metric"].astype(str), sort=False).indices.items():
+        low[where], high[where] = metric_range(metric)
+    bad = ~np.isfinite(score) | (score < low) | (score > high)
+    if not bad.any():
+        return None
+    rows = ok[bad]
+    named = ", ".join(f"{t} ({m} {s})" for t, m, s in
+                      zip(rows["trial_id"][:SHOWN], rows["metric"][:SHOWN],
+                          rows["score"][:SHOWN], strict=True))
+    more = f" and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
+    return (f"{len(rows)} ok run(s) hold a score their metric cannot take (not finite, or "
+            f"outside [0, 1], [-1, 1] for mcc and correlations): {named}{more}; remove their "
+            "files from trials/ and rerun their sweep (it trains what the store lacks)")

@@ -1,8 +1,8 @@
 """What of a store the verdicts may read, checked before any claim is decided: scores a
-metric can take (an accuracy of 7.5 or an infinite score is refused, naming its trials), a
-store with ok runs at all (an empty or all-failed store is said in one line), and runs
-stored twice with different scores (reported: the verdicts, like the figures, count a run
-once)."""
+metric can take (``reinit_tune.store.check.bad_scores``: an accuracy of 7.5 or an infinite
+score is refused, naming its trials), a store with ok runs at all (an empty or all-failed
+store is said in one line), and runs stored twice with different scores (reported: the
+verdicts, like the figures, count a run once)."""
 
 from __future__ import annotations
 
@@ -12,33 +12,6 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
-from reinit_tune.metrics import metric_range
-
-SHOWN = 5  # trials named per message; the rest are counted
-
-
-def bad_scores(trials: pd.DataFrame) -> str | None:
-    """Why the ok runs of ``trials`` cannot be decided on (scores that are not finite, or
-    outside their metric's range, naming the trials), or None."""
-    ok = trials[trials["status"] == "ok"] if "status" in trials else trials
-    if ok.empty:
-        return None
-    score = pd.to_numeric(ok["score"], errors="coerce").to_numpy(np.float64)
-    low = np.empty(len(ok))
-    high = np.empty(len(ok))
-    for metric, where in ok.groupby(ok["metric"].astype(str), sort=False).indices.items():
-        low[where], high[where] = metric_range(metric)
-    bad = ~np.isfinite(score) | (score < low) | (score > high)
-    if not bad.any():
-        return None
-    rows = ok[bad]
-    named = ", ".join(f"{t} ({m} {s})" for t, m, s in
-                      zip(rows["trial_id"][:SHOWN], rows["metric"][:SHOWN],
-                          rows["score"][:SHOWN], strict=True))
-    more = f" and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
-    return (f"{len(rows)} ok run(s) hold a score their metric cannot take (not finite, or "
-            f"outside [0, 1], [-1, 1] for mcc and correlations): {named}{more}; remove their "
-            "files from trials/ and rerun their sweep (it trains what the store lacks)")
 
 
 def nothing_to_decide(statuses: pd.Series, results: str) -> str | None:
