@@ -17,6 +17,10 @@ infrastructure failure that keeps its traceback.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Callable
+from typing import Any
+
 
 class ReinitTuneError(Exception):
     """Base of every error reinit-tune raises deliberately."""
@@ -36,3 +40,18 @@ class NoResultsError(ReinitTuneError, LookupError):
 
 class TrialDiverged(ReinitTuneError, ArithmeticError):
     """A trial's training loss, dev loss or dev score is not finite (NaN or infinite)."""
+
+
+def flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse`` as an argparse type: its ``InputError`` becomes argparse's own error (which
+    names the flag), never "invalid parse value"."""
+    def checked(text: str) -> Any:
+        try:
+            return parse(text)
+        except InputError as e:
+            message = str(e)
+            if message.startswith("--"):  # argparse names the flag already
+                message = message.split(": ", 1)[-1]
+            raise argparse.ArgumentTypeError(message) from None
+    checked.__name__ = parse.__name__
+    return checked

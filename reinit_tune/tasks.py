@@ -101,6 +101,23 @@ ALL_METRICS: tuple[str, ...] = tuple(dict.fromkeys(
      *(m for task in TASKS.values() for m in task.all_metrics))))
 
 
+def _squashed(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+def task_name(text: str) -> str:
+    """The task ``text`` names, in any case, with or without a dash (``SST2``, ``sst-2``:
+    ``sst2``); an unknown one is an ``InputError`` with the nearest names."""
+    import difflib
+
+    by_squashed = {_squashed(t): t for t in TASKS}
+    if (task := by_squashed.get(_squashed(text))) is not None:
+        return task
+    near = difflib.get_close_matches(_squashed(text), list(by_squashed), n=2, cutoff=0.5)
+    hint = f"did you mean {' or '.join(by_squashed[n] for n in near)}? " if near else ""
+    raise InputError(f"unknown task {text!r}; {hint}tasks: {' '.join(sorted(TASKS))}")
+
+
 def get_task(name: str) -> Task:
     try:
         return TASKS[name]

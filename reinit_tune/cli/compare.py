@@ -54,7 +54,19 @@ def command(args: argparse.Namespace) -> int:
                              "model name")
     if args.max_seq_length < 8:  # what a trial's config accepts (reinit_tune.config)
         raise InputError(f"--max-seq-length {args.max_seq_length}: must be at least 8")
+    # The checks a real sweep makes first: an uncached hub id or dataset offline otherwise
+    # retries for most of a minute before the same error.
+    from reinit_tune.sweep.preflight import check_hub_data, check_hub_model
+
+    problems = [p.replace("model: ", f"{name}: ", 1) for name, model in
+                (("model_a", args.model_a), ("model_b", args.model_b))
+                for p in check_hub_model(model)]
+    problems += check_hub_data(set(args.tasks), args.data_dir)
+    if problems:
+        raise InputError(problems[0].replace("--model gt-all", "gt-all")
+                         + "".join(f"\n  {p}" for p in problems[1:]))
     output_folder("--out", args.out)
+    args.tasks = list(dict.fromkeys(args.tasks))  # a task named twice is pooled once
     try:
         rows = compare(args.model_a, args.model_b, args.tasks, examples=args.examples,
                        max_seq_length=args.max_seq_length, data_dir=args.data_dir,

@@ -9,12 +9,11 @@ import difflib
 import os
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from reinit_tune.errors import InputError
-from reinit_tune.tasks import TASKS
+from reinit_tune.errors import InputError, flag_type
+from reinit_tune.tasks import task_name
 
 
 class Parser(argparse.ArgumentParser):
@@ -145,32 +144,5 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _squashed(name: str) -> str:
-    return name.lower().replace("-", "").replace("_", "")
-
-
-def task_arg(text: str) -> str:
-    """A GLUE/SQuAD task name, in any case, with or without a dash (``SST2``, ``sst-2``:
-    ``sst2``); an unknown one is refused with the nearest names."""
-    by_squashed = {_squashed(t): t for t in TASKS}
-    if (task := by_squashed.get(_squashed(text))) is not None:
-        return task
-    near = difflib.get_close_matches(_squashed(text), list(by_squashed), n=2, cutoff=0.5)
-    hint = f"did you mean {' or '.join(by_squashed[n] for n in near)}? " if near else ""
-    raise argparse.ArgumentTypeError(f"unknown task {text!r}; {hint}tasks: "
-                                     f"{' '.join(sorted(TASKS))}")
-
-
-def flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    """``parse`` as an argparse type: its ``InputError`` becomes argparse's own error (which
-    names the flag), never "invalid parse value"."""
-    def checked(text: str) -> Any:
-        try:
-            return parse(text)
-        except InputError as e:
-            message = str(e)
-            if message.startswith("--"):  # argparse names the flag already
-                message = message.split(": ", 1)[-1]
-            raise argparse.ArgumentTypeError(message) from None
-    checked.__name__ = parse.__name__
-    return checked
+#: A GLUE/SQuAD task name as a flag's type (``reinit_tune.tasks.task_name``).
+task_arg = flag_type(task_name)

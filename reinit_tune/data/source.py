@@ -79,6 +79,9 @@ class TaskSource:
     def missing(self, split: str, where: str) -> DataNotFoundError:
         dataset, name = self.spec.hub
         task = self.task
+        if self.root is not None and not self.root.is_dir():  # the data folder itself is wrong
+            where = (f"the data folder {self.root} is a file, not a folder" if self.root.exists()
+                     else f"the data folder {self.root} does not exist")
         return DataNotFoundError(
             f"{task}/{split} not found ({where}). Provide it either way: (1) a local folder "
             f"laid out as <dir>/{task}/{split}.parquet (or <dir>/glue/{task}/{split}.parquet) "

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from reinit_tune import data
 from reinit_tune.config import TrialConfig, default
-from reinit_tune.errors import DataNotFoundError, InputError
+from reinit_tune.errors import DataNotFoundError, InputError, flag_type
 from reinit_tune.hardware import resolve_precision
 from reinit_tune.model.shape import ModelShape, shape_for
 from reinit_tune.sweep.options import DEFAULT_EVALUATE, RunOptions, SimilarityOptions
@@ -149,7 +149,8 @@ class Flag:
         return self.name.lstrip("-").replace("-", "_")
 
     def add_to(self, parser: argparse.ArgumentParser) -> None:
-        kwargs: dict[str, Any] = {"type": self.type, "default": self.default, "help": self.help}
+        kwargs: dict[str, Any] = {"type": flag_type(self.type), "default": self.default,
+                                  "help": self.help}
         if self.nargs:
             kwargs["nargs"] = self.nargs
         if self.choices:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 from reinit_tune.config import TrialConfig
 from reinit_tune.families.base import Family, FigureModule, FigureSpec, Flag, Grid, expand, plot
-from reinit_tune.tasks import TASKS, get_task
+from reinit_tune.tasks import TASKS, get_task, task_name
 
 figures = FigureModule("sequential")
 
@@ -35,8 +35,8 @@ FAMILY = Family(
     build=build,
     tasks=SEQUENTIAL_TASKS,
     sizes=(None,),
-    flags=(Flag("--intermediate-tasks", "intermediate tasks (default: the --tasks)", type=str,
-                nargs="+", choices=tuple(sorted(TASKS))),),
+    flags=(Flag("--intermediate-tasks", "intermediate tasks, of: "
+                f"{' '.join(sorted(TASKS))} (default: the --tasks)", type=task_name, nargs="+"),),
     fields="`intermediate_task`; baseline `None`",
     order=90,
     figures=(

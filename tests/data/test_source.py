@@ -19,6 +19,12 @@ def test_missing_data_error_names_both_ways(tmp_path, monkeypatch):
         data.load_split("rte", "train", tmp_path)
     message = str(err.value)
     assert "--data-dir" in message and data.DATA_ENV in message and "nyu-mll/glue" in message
+    assert f"(no file {tmp_path / 'rte' / 'train.parquet'})" in message
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for root, said in ((a_file, "is a file, not a folder"), (tmp_path / "none", "does not exist")):
+        with pytest.raises(data.DataNotFoundError, match=f"the data folder {root} {said}"):
+            data.load_split("rte", "train", root)
 
 
 def test_env_variable_is_the_fallback(monkeypatch, glue_dir):
