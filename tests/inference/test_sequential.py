@@ -34,11 +34,11 @@ def test_half_widths_are_the_t_intervals_of_each_contrast():
         assert ours[j] == pytest.approx((high - low) / 2, rel=1e-12)
 
 
-def test_the_rule_plans_with_the_upper_90_percent_limit_of_sigma():
+def test_the_rule_plans_with_the_upper_95_percent_limit_of_sigma():
     rng = np.random.default_rng(1)
     diffs = rng.normal(0, 0.03, size=(6, 2))
     rule = SeedRule(0.01)
-    factor = math.sqrt(5 / stats.chi2.ppf(0.10, 5))
+    factor = math.sqrt(5 / stats.chi2.ppf(0.05, 5))
     assert planning_half_widths(diffs, rule) == pytest.approx(half_widths(diffs) * factor)
     assert factor > 1  # more seeds where σ is least known
 

@@ -29,9 +29,9 @@ def sweep_args(model: str, results, tmp_path) -> list[str]:
             "--storage", str(tmp_path / "tune"), "--cpus-per-trial", "1"]
 
 
-# stored seeds 0..2 of each group: rte's differences are -0.1 ± 0.001 (closed at
+# stored seeds 0..2 of each group: rte's differences are -0.1 ± 0.0005 (closed at
 # --min-seeds), sst2's spread over 0.4 (wider than --target-ci whatever seeds 3 and 4 give)
-PLANTED = {"rte": ([0.6, 0.601, 0.599], [0.7, 0.7, 0.7]),
+PLANTED = {"rte": ([0.6, 0.6005, 0.5995], [0.7, 0.7, 0.7]),
            "sst2": ([0.5, 0.9, 0.6], [0.7, 0.7, 0.7])}
 
 
