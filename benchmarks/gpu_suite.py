@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             command, code, text, seconds = default_command(args, model, results)
             codes.append(code)
             shown = [ln for ln in text.splitlines() if re.match(
-                r"(GPU trials|CPU trials|total:|\d+ trials:|wall|estimated|.*pack)", ln)]
+                r"(GPU trials|CPU trials|total:|\d+ trials?:|wall|estimated|.*pack)", ln)]
             lines, measured = stored(results) if results.is_dir() else (["no store"], {})
             measured["command_s"] = seconds
             wall = re.search(r"wall time (\d+) s", text)

@@ -191,7 +191,8 @@ class Estimate:
         else:
             how, unit = f"one after another on {self.device}", "device-hours"
         return (
-            f"estimated cost: {shown} {unit} for {self.trials} trials, {how} (per-token "
+            f"estimated cost: {shown} {unit} for {self.trials} "
+            f"trial{'s' if self.trials != 1 else ''}, {how} (per-token "
             f"costs: {'; '.join(self.sources)})" + (f"\n{self.note}" if self.note else "")
         )
 

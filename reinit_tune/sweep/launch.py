@@ -225,11 +225,13 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
 
     heartbeat = claims.Heartbeat(claim_context)
     watch = cluster.HeadWatch(head_lost)
-    writer.watchdog = stalls.Watchdog(stalls.limits(
-        {pid: max(c.epochs for c in members) for pid, members in packs.items()},
-        {pid: sum(estimates[c.trial_id] for c in members) for pid, members in packs.items()
-         if all(c.trial_id in estimates for c in members)},
-        options.trial_timeout), stalls.kill_trial)
+    epochs = {pid: max(c.epochs for c in members) for pid, members in packs.items()}
+    totals = {pid: sum(estimates[c.trial_id] for c in members)
+              for pid, members in packs.items() if all(c.trial_id in estimates for c in members)}
+    if (short := stalls.short_override(epochs, totals, options.trial_timeout)) is not None:
+        log.warning("%s", short)
+    writer.watchdog = stalls.Watchdog(stalls.limits(epochs, totals, options.trial_timeout),
+                                      stalls.kill_trial)
     try:
         fit_in_chunks(tuner, packs, list(grid), size, writer, summary, options.max_failures)
     finally:

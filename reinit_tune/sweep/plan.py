@@ -317,5 +317,5 @@ def describe(configs: tuple[TrialConfig, ...] | list[TrialConfig],
         lines.append("examples used/wanted: the local train file is a subset of the official "
                      "split and holds fewer than the size asks for"
                      + ("" if allow_subset else " (needs --allow-subset)"))
-    lines.append(f"total: {len(configs)} trials")
+    lines.append(f"total: {len(configs)} trial{'s' if len(configs) != 1 else ''}")
     return "\n".join(lines)

@@ -41,6 +41,23 @@ def limits(epochs: Mapping[str, int], estimates: Mapping[str, float],
     return out
 
 
+def short_override(epochs: Mapping[str, int], estimates: Mapping[str, float],
+                   override: float | None) -> str | None:
+    """A warning where ``--trial-timeout`` is shorter than the longest estimated epoch of a
+    Tune trial (a limit in minutes typed as seconds would end every trial as stalled); None
+    where it is not, or no limit was given."""
+    if not override or override <= 0:
+        return None
+    longest = max((estimates[pid] / max(n, 1) for pid, n in epochs.items()
+                   if pid in estimates), default=0.0)
+    if longest <= override:
+        return None
+    return (f"--trial-timeout {override:g}: shorter than the longest estimated epoch of a "
+            f"trial (about {longest:.0f} s): such trials will be ended as stalled; give more "
+            "seconds, or drop --trial-timeout (default: 5x the estimated epoch, at least "
+            f"{FLOOR_S:.0f} s)")
+
+
 def stalled_text(seconds: float) -> str:
     """The error a trial whose every attempt stalled is stored with."""
     return (f"stalled: no progress for {seconds:.0f} s (its limit; --trial-timeout sets it, "

@@ -75,7 +75,8 @@ class SweepSummary:
             others += ("\nrerun the same command after the other driver finishes to pick up "
                        "any trial it did not finish")
         return (
-            f"sweep {self.name}: {self.total} trials: {self.ok} ran ok, {self.failed} failed, "
+            f"sweep {self.name}: {self.total} trial{'s' if self.total != 1 else ''}: "
+            f"{self.ok} ran ok, {self.failed} failed, "
             f"{self.skipped} already in the store (skipped), "
             + (f"{self.reused} copied from another family's identical runs, "
                if self.reused else "") +

@@ -28,6 +28,18 @@ def test_limits_are_given_or_derived_from_the_estimate():
     assert stalls.limits(epochs, {}, 0.0) == dict.fromkeys(epochs, None)
 
 
+def test_a_trial_timeout_shorter_than_an_estimated_epoch_is_warned_of():
+    epochs, estimates = {"a": 3, "b": 2, "c": 1}, {"a": 300.0, "b": 500.0}  # c: no estimate
+    warning = stalls.short_override(epochs, estimates, 200)
+    assert warning is not None and warning.startswith("--trial-timeout 200: shorter than the "
+                                                      "longest estimated epoch")
+    assert "about 250 s" in warning  # b's 500 s over 2 epochs
+    assert stalls.short_override(epochs, estimates, 250) is None
+    assert stalls.short_override(epochs, estimates, 0) is None  # no limit
+    assert stalls.short_override(epochs, estimates, None) is None  # the derived limits
+    assert stalls.short_override({"c": 1}, {}, 1) is None  # nothing to compare with
+
+
 def test_the_watchdog_ends_only_trials_past_their_limit():
     killed = []
     dog = stalls.Watchdog({"slow": 0.3, "free": None, "busy": 0.3}, killed.append,
