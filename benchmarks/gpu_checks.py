@@ -253,7 +253,7 @@ def leak(args, root: Path) -> tuple[list[list], list[str]]:
 
     model = save_model(root, "tiny", args.tokenizer, dropout=True)
     rows, logs = [], []
-    for gpus, seeds in ((1, args.leak_trials), (0.5, 4)):
+    for gpus, seeds in ((1, args.leak_trials), (0.5, 1 if args.smoke else 4)):
         results = root / f"leak-{gpus}"
         command = [sys.executable, "-m", "reinit_tune.cli", "sweep", "progressive", "--model",
                    model, "--tasks", "rte", "--sizes", "32", "--seeds", str(seeds), "--k", "0",

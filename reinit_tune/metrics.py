@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 from reinit_tune.tasks import ALL_METRICS, get_task
 
@@ -51,6 +50,14 @@ def matthews_corrcoef(pred: np.ndarray, label: np.ndarray) -> float:
     return float(cov_ytyp / math.sqrt(cov_ytyt * cov_ypyp))
 
 
+def _stats():
+    # scipy.stats costs ~0.8 s to import: every trial worker and command would pay it, and
+    # only STS-B's metrics use it
+    from scipy import stats
+
+    return stats
+
+
 def _correlation(fn, pred: np.ndarray, label: np.ndarray) -> float:
     if np.all(pred == pred[0]) or np.all(label == label[0]):
         return 0.0  # correlation with a constant is undefined; score it as no signal
@@ -81,9 +88,9 @@ def compute(task: str, predictions, labels) -> dict[str, float]:
         elif name == "mcc":
             out[name] = matthews_corrcoef(pred, label)
         elif name == "pearson":
-            out[name] = _correlation(stats.pearsonr, pred, label)
+            out[name] = _correlation(_stats().pearsonr, pred, label)
         elif name == "spearman":
-            out[name] = _correlation(stats.spearmanr, pred, label)
+            out[name] = _correlation(_stats().spearmanr, pred, label)
     if "acc_and_f1" in spec.metrics:
         out["acc_and_f1"] = (out["accuracy"] + out["f1"]) / 2
     return out

@@ -14,7 +14,7 @@ PACKAGE = Path(reinit_tune.__file__).parent
 
 # Lowest first. A module may import modules of its own layer and of the layers below.
 LAYERS = [
-    ("foundations", ["errors", "env", "seeding", "tasks", "hardware", "inference",
+    ("foundations", ["errors", "wording", "env", "seeding", "tasks", "hardware", "inference",
                      "inference.*"]),
     ("trial description", ["config", "train_size", "model.shape", "model.files",
                            "model.fingerprint", "metrics",

@@ -24,6 +24,7 @@ from reinit_tune import sanity, store
 from reinit_tune.analysis.stats import size_label, size_labels
 from reinit_tune.config import INTRODUCED_AS, LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
 from reinit_tune.model.fingerprint import short as short_fingerprint
+from reinit_tune.wording import counted
 
 # column -> value meaning "this trial does not use the feature"
 NEUTRAL = {
@@ -152,7 +153,7 @@ def _describe(field: str, value, row: dict) -> str:
         "train_size": lambda _: f"{size_label(store.stored_size(row))} examples",
         "lr": lambda v: f"lr {v:g}",
         "batch_size": lambda v: f"batch {v}",
-        "epochs": lambda v: f"{v} epoch{'s' if v != 1 else ''}",
+        "epochs": lambda v: counted(v, "epoch"),
         "max_seq_length": lambda v: f"max {v} tokens",
         "precision": lambda v: str(v),
         "length_grouped": lambda v: "length-grouped" if v else "uniform batches",

@@ -36,6 +36,7 @@ from reinit_tune.errors import NoResultsError
 from reinit_tune.families.base import Figure, FigureSpec, plot
 from reinit_tune.store.check import bad_scores
 from reinit_tune.verdicts.page import claims_html, shown_commands
+from reinit_tune.wording import counted
 
 # Tables longer than this are embedded as data and paged in the browser (a static table of
 # 10^4 rows is megabytes of HTML and a page that no longer scrolls).
@@ -313,7 +314,7 @@ def _unreadable_text(path: Path) -> str:
         return f"unreadable results file {path}"
     held = store.key_count(path)
     count = ("trials (how many: unknown)" if held is None
-             else f"{held} trial{'s' * (held != 1)}")
+             else counted(held, "trial"))
     return f"{count} unreadable in {path}"
 
 

@@ -58,13 +58,11 @@ def command(args: argparse.Namespace) -> int:
     # retries for most of a minute before the same error.
     from reinit_tune.sweep.preflight import check_hub_data, check_hub_model
 
-    problems = [p.replace("model: ", f"{name}: ", 1) for name, model in
-                (("model_a", args.model_a), ("model_b", args.model_b))
-                for p in check_hub_model(model)]
+    problems = [p for name, model in (("model_a", args.model_a), ("model_b", args.model_b))
+                for p in check_hub_model(model, name, flag="")]
     problems += check_hub_data(set(args.tasks), args.data_dir)
     if problems:
-        raise InputError(problems[0].replace("--model gt-all", "gt-all")
-                         + "".join(f"\n  {p}" for p in problems[1:]))
+        raise InputError(problems[0] + "".join(f"\n  {p}" for p in problems[1:]))
     output_folder("--out", args.out)
     args.tasks = list(dict.fromkeys(args.tasks))  # a task named twice is pooled once
     try:

@@ -19,6 +19,7 @@ from reinit_tune.store.lookup import finished_rows
 from reinit_tune.store.reader import Problems, connect, read_table, schema_groups, usable
 from reinit_tune.store.schema import EPOCHS, TRIALS
 from reinit_tune.store.tables import TABLES, TRIAL_TABLE, load_trials
+from reinit_tune.wording import counted
 
 
 @dataclasses.dataclass
@@ -69,7 +70,7 @@ class StoreCheck:
 
 def _held(path: Path) -> str:
     held = key_count(path)
-    return "trials unknown" if held is None else f"{held} trial{'s' * (held != 1)}"
+    return "trials unknown" if held is None else counted(held, "trial")
 
 
 def _few(lines: list[str], what: str, shown: int = 5) -> list[str]:

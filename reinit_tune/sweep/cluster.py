@@ -28,6 +28,7 @@ import yaml
 
 from reinit_tune.errors import InputError
 from reinit_tune.sweep import signals
+from reinit_tune.wording import counted
 
 log = logging.getLogger("reinit_tune")
 
@@ -398,7 +399,7 @@ def check_resources(cpus_per_trial: float, gpus_per_trial: float, alive: list[No
 
 def gpu_count(gpus: float) -> str:
     """``1 GPU``, ``8 GPUs``, ``0.5 GPUs``."""
-    return f"{gpus:g} GPU{'s' * (gpus != 1)}"
+    return counted(gpus, "GPU")
 
 
 def check_memory(need: int, what: str, alive: list[NodeResources],

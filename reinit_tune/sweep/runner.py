@@ -28,6 +28,7 @@ from reinit_tune.sweep.cluster import Devices
 from reinit_tune.sweep.options import AUTO_GPUS, RunOptions
 from reinit_tune.sweep.plan import Plan, describe
 from reinit_tune.sweep.summary import SweepSummary
+from reinit_tune.wording import counted
 
 __all__ = ["Sweep", "SweepSummary", "run_sweep"]
 
@@ -108,13 +109,13 @@ class Sweep:
             self._print(self.devices.why)
         self._print(describe(plan.configs, plan.data_dir, plan.options.allow_subset))
         if plan.skipped:
-            self._print(f"{_trials(plan.skipped)} already in {plan.results_dir}: skipped")
+            self._print(f"{counted(plan.skipped, 'trial')} already in {plan.results_dir}: skipped")
         if plan.not_needed:
-            self._print(f"{_trials(plan.not_needed)} not needed: their groups' stored seeds "
-                        "reach --target-ci")
+            self._print(f"{counted(plan.not_needed, 'trial')} not needed: their groups' stored "
+                        "seeds reach --target-ci")
         if plan.reuse:
-            self._print(f"{_trials(len(plan.reuse))} stored under another family with the "
-                        "same configuration: copied, not run again")
+            self._print(f"{counted(len(plan.reuse), 'trial')} stored under another family with "
+                        "the same configuration: copied, not run again")
         if dry_run:
             summary = SweepSummary(plan.name, plan.results_dir, total=len(plan.configs),
                                    skipped=plan.skipped, reused=len(plan.reuse), dry_run=True,
@@ -188,5 +189,3 @@ def run_sweep(
                                                                 calibrate=calibrate)
 
 
-def _trials(n: int) -> str:
-    return f"{n} trial{'s' * (n != 1)}"

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reinit_tune import store
+from reinit_tune.wording import counted
 
 if TYPE_CHECKING:
     from reinit_tune.sweep.seeds import SeedReport
@@ -66,16 +67,16 @@ class SweepSummary:
         rerun = (f"\n{self.stored} stored, {self.not_finished} not finished; rerun the same "
                  "command to resume (stored trials are skipped)" if self.not_finished else "")
         warned = "".join(f"\nwarning: {w}" for w in self.warnings)
-        failures = "".join(f"\nfailed ({n} trial{'s' * (n > 1)}): {text}"
+        failures = "".join(f"\nfailed ({counted(n, 'trial')}): {text}"
                            for text, n in self.errors.most_common(5))
         stopped = f"\n{self.stopped}" if self.stopped else ""
-        others = "".join(f"\n{n} trial{'s' * (n > 1)} {why}"
+        others = "".join(f"\n{counted(n, 'trial')} {why}"
                          for why, n in sorted(self.elsewhere.items()))
         if any(why.startswith("being trained") for why in self.elsewhere):
             others += ("\nrerun the same command after the other driver finishes to pick up "
                        "any trial it did not finish")
         return (
-            f"sweep {self.name}: {self.total} trial{'s' if self.total != 1 else ''}: "
+            f"sweep {self.name}: {counted(self.total, 'trial')}: "
             f"{self.ok} ran ok, {self.failed} failed, "
             f"{self.skipped} already in the store (skipped), "
             + (f"{self.reused} copied from another family's identical runs, "

@@ -52,6 +52,7 @@ from reinit_tune.verdicts.conditions import Condition, Kept, Layer, Permuted
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule, delta_abs, lacking
+from reinit_tune.wording import counted
 
 Terms = Sequence[tuple[Condition, float]]
 
@@ -60,7 +61,7 @@ def _missing(cells: dict[str, pd.Series], n_min: int,
              minimum: dict[str, int] | None = None) -> tuple[str, ...]:
     minimum = minimum or {}
     need = {name: max(n_min, minimum.get(name, 0)) for name in cells}
-    return tuple(f"{name} ({len(s)} run{'s' * (len(s) != 1)}, {need[name]} needed)"
+    return tuple(f"{name} ({counted(len(s), 'run')}, {need[name]} needed)"
                  if len(s) else name
                  for name, s in cells.items() if len(s) < need[name])
 

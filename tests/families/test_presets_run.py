@@ -1,12 +1,16 @@
 """Each new preset end to end on a tiny model through the command line and Ray Tune: rows in
 the store (QA and MNLI included), its figures, 001's per-step losses and 002's consistency
-pairs. The data are real rows (SQuAD 2.0, MNLI with held-out dev splits, GLUE)."""
+pairs; the heads and sequential families' own checks run on 001-heads and 001-sequential.
+The data are real rows (SQuAD 2.0, MNLI with held-out dev splits, GLUE)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from reinit_tune import families, store
+from reinit_tune import TrialConfig, families, store
+from reinit_tune.training import sequential
 from tests.helpers import cli
 
 pytestmark = pytest.mark.ray
@@ -62,6 +66,19 @@ def test_tiny_run_of_each_preset_lands_rows_and_figures(name, ray_local, tiny_be
         code, again = cli(capsys, "consistency", "--results", str(tmp_path), "--examples",
                           "12", "--data-dir", str(small_data))
         assert code == 0 and "0 pairs compared" in again  # nothing twice
+    if name == "001-heads":  # the heads family's run: every head of layer 3 and a baseline
+        heads = {tuple(tuple(p) for p in v) for v in trials["reinit_heads"]}
+        assert heads == {(), *(((3, h),) for h in range(4))}
+        assert trials["eval_pearson"].notna().all()
+    if name == "001-sequential":  # the sequential family's run: each task after the other
+        pairs = set(zip(trials["intermediate_task"].fillna("-"), trials["task"], strict=True))
+        assert pairs == {("-", "rte"), ("-", "wnli"), ("wnli", "rte"), ("rte", "wnli")}
+        for blob in trials["config_json"]:
+            config = TrialConfig.from_dict(json.loads(blob))
+            if config.intermediate_task:  # trained once per (task, seed, surgery) and kept
+                assert sequential.cache_path(config).is_file()
+        epochs = store.load_epochs(tmp_path)
+        assert set(epochs["trial_id"]) == set(trials["trial_id"])  # ours, not Tune's ids
     if name == "000-distance":
         sim = store.load_similarity(tmp_path)
         moved = sim.loc[sim["layer"] > 0, "w_output_spectral_pretrained"]

@@ -482,7 +482,7 @@ CASES = [
         t, m, config={"model_type": None})]}, "architecture None is not supported", "grid"),
     ("hub model neither cached nor reachable", lambda t, m, g: {"--model": [
         "bert-base-uncased"], "--max-seq-length": ["64"]},
-     "bert-base-uncased is not in the Hugging Face cache", "grid"),
+     "model: bert-base-uncased is not in the Hugging Face cache", "grid"),
     ("misspelled hub model", lambda t, m, g: {"--model": ["bert-base-uncassed"]},
      "cannot find 'bert-base-uncassed'", "grid"),
     # -- the data: labels the task can learn from, files that read

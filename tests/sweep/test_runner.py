@@ -22,7 +22,6 @@ from reinit_tune.sweep.launch import launch
 from reinit_tune.sweep.options import RunOptions
 from reinit_tune.sweep.plan import make_plan
 from reinit_tune.sweep.runner import run_sweep
-from reinit_tune.training import sequential
 from tests.helpers import REPO, cli
 
 
@@ -133,6 +132,8 @@ def test_embedded_minilm_on_real_sst2_through_the_installed_command(glue_dir, tm
 
 
 # -- every family, tiny, through the command line --------------------------------------
+# heads and sequential run as their presets 001-heads and 001-sequential, with the same
+# checks (tests/families/test_presets_run.py)
 def _layers(df, column) -> list:
     return [None if v is None else tuple(int(i) for i in v) for v in df[column]]
 
@@ -148,12 +149,6 @@ def check_single_layer(df, _):
     assert sorted(_layers(df, "reinit_layers")) == [(), (0,), (3,)]
 
 
-def check_heads(df, _):
-    heads = {tuple(tuple(p) for p in v) for v in df["reinit_heads"]}
-    assert heads == {(), *(((3, h),) for h in range(4))}
-    assert (df["task"] == "stsb").all() and df["eval_pearson"].notna().all()
-
-
 def check_permutations(df, _):
     permuted = df[df["layer_order"].notna()].sort_values("seed")
     assert _layers(permuted, "layer_order") == [permutation(n, 4) for n in (0, 1)]
@@ -165,15 +160,6 @@ def check_permutations(df, _):
 def check_probing(df, epochs):
     assert sorted(df["probe_layer"]) == [0, 4] and (df["epochs_completed"] == 2).all()
     assert len(epochs) == 4
-
-
-def check_sequential(df, _):
-    pairs = set(zip(df["intermediate_task"].fillna("-"), df["task"], strict=True))
-    assert pairs == {("-", "rte"), ("-", "wnli"), ("wnli", "rte"), ("rte", "wnli")}
-    for blob in df["config_json"]:
-        config = TrialConfig.from_dict(json.loads(blob))
-        if config.intermediate_task:  # trained once per (task, seed, surgery) and kept
-            assert sequential.cache_path(config).is_file()
 
 
 def check_small_data(df, _):
@@ -195,10 +181,8 @@ TINY = ["--tasks", "rte", "--sizes", "16", "--seeds", "1", "--epochs", "1", "--l
 E2E = {
     "localized": (TINY, 10, check_localized),
     "single_layer": ([*TINY, "--layers", "0", "3"], 3, check_single_layer),
-    "heads": ([*TINY, "--tasks", "stsb", "--layers", "3"], 5, check_heads),
     "permutations": ([*TINY, "--permutations", "2"], 4, check_permutations),
     "probing": ([*TINY, "--k", "0", "4", "--epochs", "2"], 2, check_probing),
-    "sequential": ([*TINY, "--tasks", "rte", "wnli"], 4, check_sequential),
     "small_data": ([*TINY, "--k", "0", "4", "--seeds", "2"], 4, check_small_data),
     "variants": ([*TINY, "--k", "0", "4", "--epoch-sizes", "16", "--max-epochs", "2"], 9,
                  check_variants),
