@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis.frames import models_of, split_note
+from reinit_tune.wording import counted
 
 PANEL_W, PANEL_H = 4.2, 3.6
 # Panels one figure draws at most unless told otherwise (``reinit-tune report --max-panels``):
@@ -276,7 +277,7 @@ def caption(table: pd.DataFrame, reads: str, rows: pd.DataFrame | None = None) -
             + split_note(attrs.get("split", []), attrs.get("per_series", [])))
     if "ci_clipped" in table and table["ci_clipped"].fillna(False).astype(bool).any():
         clipped = int(table["ci_clipped"].fillna(False).astype(bool).sum())
-        text += (f" At {clipped} point{'s' if clipped > 1 else ''} the t-interval reaches past "
+        text += (f" At {counted(clipped, 'point')} the t-interval reaches past "
                  "what the metric can take (few runs, a wide interval) and is clipped to the "
                  "metric's range.")
     if rows is not None and "data_subset" in rows and rows["data_subset"].fillna(

@@ -356,8 +356,8 @@ def render(sections_: list[Section], data: frames.Store, results_dir: Path,
         shown = "".join(f"<li>{html.escape(key or '(no id)')} in {html.escape(str(path))}: "
                         f"{html.escape(why)}</li>" for path, key, why in malformed[:20])
         more = f"<li>and {len(malformed) - 20} more</li>" if len(malformed) > 20 else ""
-        parts.append(f"<div class='warn'><b>Skipped {len(malformed)} malformed trial "
-                     f"row{'s' * (len(malformed) > 1)}</b> (no reader uses them; "
+        rows = counted(len(malformed), "malformed trial row")
+        parts.append(f"<div class='warn'><b>Skipped {rows}</b> (no reader uses them; "
                      "<code>reinit-tune store check</code> lists them all):"
                      f"<ul>{shown}{more}</ul></div>")
     if verdict_rows:  # the report leads with what the runs say of the papers' claims

@@ -187,5 +187,3 @@ def run_sweep(
     this device first). Returns the counts of what happened (``Sweep.run``)."""
     return Sweep(configs, options, shapes=shapes, out=out).run(dry_run=dry_run,
                                                                 calibrate=calibrate)
-
-

@@ -33,12 +33,14 @@ def limits(epochs: Mapping[str, int], estimates: Mapping[str, float],
     no limit), else derived as the module docstring says."""
     if override is not None:
         return dict.fromkeys(epochs, override if override > 0 else None)
-    out: dict[str, float | None] = {}
-    for pid, n in epochs.items():
-        total = estimates.get(pid)
-        out[pid] = UNKNOWN_S if total is None else max(
-            FLOOR_S, EPOCH_FACTOR * total / max(n, 1))
-    return out
+    per_epoch = epoch_seconds(epochs, estimates)
+    return {pid: UNKNOWN_S if pid not in per_epoch else max(FLOOR_S, EPOCH_FACTOR * per_epoch[pid])
+            for pid in epochs}
+
+
+def epoch_seconds(epochs: Mapping[str, int], estimates: Mapping[str, float]) -> dict[str, float]:
+    """The estimated seconds of one epoch of each Tune trial whose whole trial is estimated."""
+    return {pid: estimates[pid] / max(n, 1) for pid, n in epochs.items() if pid in estimates}
 
 
 def short_override(epochs: Mapping[str, int], estimates: Mapping[str, float],
@@ -48,8 +50,7 @@ def short_override(epochs: Mapping[str, int], estimates: Mapping[str, float],
     where it is not, or no limit was given."""
     if not override or override <= 0:
         return None
-    longest = max((estimates[pid] / max(n, 1) for pid, n in epochs.items()
-                   if pid in estimates), default=0.0)
+    longest = max(epoch_seconds(epochs, estimates).values(), default=0.0)
     if longest <= override:
         return None
     return (f"--trial-timeout {override:g}: shorter than the longest estimated epoch of a "

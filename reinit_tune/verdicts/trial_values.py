@@ -33,12 +33,12 @@ from reinit_tune.verdicts.epochs import EPOCH_SCORE
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.layers import LAYER_DISTANCE
 from reinit_tune.verdicts.rule import Finding, Rule, delta_abs, lacking
+from reinit_tune.wording import counted
 
 
 def _short(group: Group, condition: Kept, value: str, runs: int, family: str) -> Finding:
     """Not enough runs of ``condition`` that measured ``value``."""
-    missing = (f"{condition.describe(group.num_layers)} with {value} ({runs} "
-               f"run{'s' * (runs != 1)})")
+    missing = f"{condition.describe(group.num_layers)} with {value} ({counted(runs, 'run')})"
     return Finding(Verdict.NOT_ENOUGH_DATA, missing=(missing,), family=family,
                    reason=f"missing: {missing} at {group}")
 
