@@ -4,10 +4,9 @@ the memory ``--pack-size auto`` plans against what a pack uses, and no GPU memor
 by the trials of one reused Ray Tune worker.
 
 - **agreement**: one trial of a tiny and of a bert-base-shaped model (random weights, RTE, 64
-  examples, 3 epochs, fp32, the top two layers redrawn) on CUDA and on the CPU. Dropout draws
-  its masks from each device's own generator, so the two runs see different masks; the same
-  models with dropout 0 compare the arithmetic alone (per-epoch train losses within 1e-4
-  relative; the dev metric equal).
+  examples, 3 epochs, fp32, the top two layers redrawn) on CUDA and on the CPU, with dropout
+  (the same stateless masks on both devices) and with dropout 0 (the arithmetic alone):
+  per-epoch train losses within 1e-4 relative; the dev metric equal.
 - **packs**: 4 members of one seed (progressive k = L..L-3) as one pack on CUDA against each
   member run apart on CUDA, fp32 and bf16 (tolerances 1e-5 and 1e-3 relative), with dropout:
   the pack draws the masks an unpacked run draws.
@@ -15,7 +14,7 @@ by the trials of one reused Ray Tune worker.
   drop" notices, which the pack silences in sweeps), and attention's cost: one
   bert-base-shaped attention forward and backward per member against one call over all
   members stacked (what member-stacked modules would run), with the fused kernels and as
-  the eager attention every CUDA trial runs (``training.exact``).
+  the eager attention every trial runs (its attention dropout is a stateless-mask call).
 - **memory**: for three shapes, the members ``auto`` packs on this card, and the peak memory a
   pack of them allocates (``torch.cuda.max_memory_allocated``) against the estimate
   (``sweep.packs.member_bytes`` per member).
@@ -194,7 +193,7 @@ def attention_cost(members: int, smoke: bool) -> list:
             torch.cuda.synchronize()
         return (time.perf_counter() - start) / repeats * 1e3
 
-    def eager():  # what every CUDA trial runs (training.exact): BERT's eager attention
+    def eager():  # what every trial runs: BERT's eager attention
         scores = q.flatten(0, 1) @ k.flatten(0, 1).transpose(-1, -2) / d ** 0.5
         probs = F.dropout(scores.float().softmax(-1), 0.1).to(dtype)
         (probs @ v.flatten(0, 1)).sum().backward()

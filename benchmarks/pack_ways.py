@@ -12,14 +12,14 @@ sweep's reused workers pay imports, CUDA's start and the checkpoint load once):
   (what ``--gpus-per-trial 1/N --pack-size 1`` runs);
 - **pack by surgery**: one seed's 13 surgeries as one pack (``execute_pack``);
 - **pack by seed**: one surgery at 13 seeds as one pack (each member its own subset, batch
-  order and dropout stream);
+  order and dropout masks);
 - **full pack**: as many members as ``--pack-size auto`` fits on this GPU, seeds and
   surgeries mixed (what a sweep forms).
 
 MFU of the full pack, at synthetic batches of 8 x 128 tokens and at SST-2's real batches
 (real tokens only): model FLOPs = 6 x parameters x tokens over the device's bf16 dense peak;
-one step's time split into forward, backward and optimizer (CUDA events); peak GPU memory
-per member against ``sweep.packs.member_bytes``.
+peak GPU memory per member against ``sweep.packs.member_bytes`` (a step's phases and the
+graphed step: ``benchmarks.pack_step``).
 
     python -m benchmarks.pack_ways --tokenizer .gpu/minilm-tokenizer --data-dir .gpu/glue
     python -m benchmarks.pack_ways --smoke      # CPU, tiny: the code paths only
@@ -90,17 +90,6 @@ def ways(args, model: str) -> list[list]:
     execute(alone[0], **run)  # warm-up
     row("one per GPU", statistics.median(_timed(lambda c: execute(c, **run), alone[1:])),
         args.repeats)
-    from reinit_tune.sweep import trial
-
-    exact = trial.packable
-    trial.packable = lambda config: False  # the fused kernels: what exactness costs
-    try:
-        execute(alone[0], **run)  # its own warm-up: the fused kernels' first calls
-        row("one per GPU, fused attention and dropout", statistics.median(
-            _timed(lambda c: execute(c, **run), alone[1:])), args.repeats,
-            "(not exact against its pack member)")
-    finally:
-        trial.packable = exact
     if "hf" in args.unpacked and not args.smoke:
         with tempfile.TemporaryDirectory() as out:
             def hf(config):
@@ -189,73 +178,7 @@ def mfu(args, model: str, members: int, on_row=None) -> tuple[list[list], list[s
                      f"{setup.setup_s:.1f}"])
         if on_row is not None:
             on_row(rows, lines)
-        if name == "synthetic":
-            lines.append(step_phases(args, model, grid))
-            if on_row is not None:
-                on_row(rows, lines)
     return rows, lines
-
-
-def step_phases(args, model: str, grid: list) -> str:
-    """Forward, backward and optimizer time of one pack step at 8 x seq tokens per member
-    (CUDA events, the median of 10 steps after 3 warm-ups)."""
-    import torch
-
-    from reinit_tune.model.build import build_model
-    from reinit_tune.seeding import derive_seed
-    from reinit_tune.sweep import cost
-    from reinit_tune.training import pack
-    from reinit_tune.training.loop import Optimization
-    from reinit_tune.training.pack_dropout import DropoutStreams, intercept
-
-    if not torch.cuda.is_available():
-        return "step phases: no CUDA device"
-    device = torch.device("cuda")
-    run = [c.replace(max_seq_length=args.seq) for c in grid]
-    first = build_model(run[0])
-    fused = pack.FusedMembers(first, len(run), device, eager=True)
-    for c in run:
-        fused.add(build_model(c))
-    fused.start()
-    lrs = [pack.member_lrs(first, c) for c in run]
-    optimizer = pack.PackOptimizer(fused, lrs, None, Optimization.of(run[0]), 1000)
-    seeds = [c.seed for c in run]
-    trains = [cost.synthetic(8, args.seq, seed=s) for s in seeds]
-    batches = pack.SeedBatches(trains, seeds, Optimization.of(run[0]), list(range(len(seeds))),
-                               device)
-    batch, lengths, padded, _ = next(iter(batches))
-    streams = DropoutStreams.of([derive_seed(s, "dropout") for s in seeds],
-                                list(range(len(seeds))), device)
-    streams.lengths, streams.padded = lengths, padded
-    times = {"forward": [], "backward": [], "optimizer": []}
-    host = {"forward": [], "backward": [], "optimizer": []}
-    for i in range(13):
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        marks = [time.perf_counter()]
-        events[0].record()
-        with torch.autocast("cuda", dtype=torch.bfloat16), intercept(streams):
-            losses, _ = fused(batch, train=True, per_member=True, randomness="error")
-        events[1].record()
-        marks.append(time.perf_counter())
-        losses.float().sum().backward()
-        events[2].record()
-        marks.append(time.perf_counter())
-        optimizer.step()
-        events[3].record()
-        marks.append(time.perf_counter())
-        torch.cuda.synchronize()
-        if i >= 3:
-            for k, name in enumerate(times):
-                times[name].append(events[k].elapsed_time(events[k + 1]))
-                host[name].append(1000 * (marks[k + 1] - marks[k]))
-    parts = {k: statistics.median(v) for k, v in times.items()}
-    issued = {k: statistics.median(v) for k, v in host.items()}
-    total = sum(parts.values())
-    return (f"one step of {len(run)} members at 8 x {args.seq} tokens: {total:.1f} ms on the "
-            "GPU = " + ", ".join(f"{k} {v:.1f} ms ({100 * v / total:.0f}%)"
-                                 for k, v in parts.items())
-            + "; host time to issue each: " + ", ".join(f"{k} {v:.1f} ms"
-                                                      for k, v in issued.items()))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,7 +9,7 @@ and ``reinit_tune.store.load_trials`` (the results). The command line is ``reini
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import EMBEDDED_MODEL
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["EMBEDDED_MODEL", "TrialConfig", "build_model", "__version__"]
 
 

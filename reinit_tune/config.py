@@ -35,10 +35,15 @@ SCHEDULES = ("linear", "slanted-triangular")
 # (``TrialConfig.from_dict`` fills a missing one with it). Frozen: never a field's current
 # default, which may change without changing what stored trials computed.
 INTRODUCED_AS = MappingProxyType({"length_grouped": False, "schedule": "linear",
-                                  "warmup_ratio": 0.0})
+                                  "warmup_ratio": 0.0, "dropout": "stream"})
 # Fields added after reinit-tune 0.1 are left out of a trial's identity while they hold the
 # value they were introduced with, so every trial id of an earlier version stays what it was.
-LATER_FIELDS = ("schedule", "warmup_ratio")
+LATER_FIELDS = ("schedule", "warmup_ratio", "dropout")
+# The dropout masks a trial draws: "counter-v1", a pure function of the trial's seed, the step,
+# the call and the element (``reinit_tune.training.dropout``), what this version trains;
+# "stream", drawn from a seeded random generator, what trials stored by reinit-tune 0.2 and
+# earlier ran (read, compared and drawn, never trained again: other masks, other numbers).
+DROPOUT_MASKS = ("stream", "counter-v1")
 # The fields whose values are replicates of one configuration: the seed draws the train
 # subset, the classifier head, the dropout stream and permutation n (003 §5, App. B), so runs
 # that differ only here are averaged into one point. Every other field is a different
@@ -100,6 +105,8 @@ class TrialConfig:
 
     ``schedule`` is the learning-rate schedule (``SCHEDULES``); ``warmup_ratio`` the share of
     the steps over which the linear schedule warms up from 0 (transformers' ``warmup_ratio``).
+    ``dropout`` names the definition of the dropout masks (``DROPOUT_MASKS``): rows of the
+    older one stay apart from this version's runs, which train the newest.
     """
 
     model: str
@@ -123,6 +130,7 @@ class TrialConfig:
     intermediate_task: str | None = None
     schedule: str = "linear"
     warmup_ratio: float = 0.0
+    dropout: str = DROPOUT_MASKS[-1]
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -214,6 +222,8 @@ class TrialConfig:
             if k is not None or it is not None:
                 raise InputError(f"{'probe_layer' if k is not None else 'intermediate_task'}: "
                                  "not defined for extractive QA (squad_v2); use a GLUE task")
+        if self.dropout not in DROPOUT_MASKS:
+            raise InputError(f"dropout: {self.dropout!r}; allowed: {list(DROPOUT_MASKS)}")
         if self.schedule not in SCHEDULES:
             raise InputError(f"schedule: {self.schedule!r}; allowed: {list(SCHEDULES)}")
         w = self.warmup_ratio

@@ -96,6 +96,11 @@ class TrialOutcome:
     gpu_memory_start_bytes: int | None = None
     gpu_memory_peak_bytes: int | None = None
     worker_pid: int | None = None  # the process that trained it (a reused worker: the same)
+    # the trials trained together with it as one pack (reinit_tune.training.pack), 1 alone;
+    # and, where its pack was split before it trained, how ("pack of 28 split into 14 + 14
+    # (out of GPU memory)"): its epochs are all from the run it names
+    pack_size: int | None = None
+    pack_history: str | None = None
     similarity: tuple[Mapping[str, Any], ...] = ()  # per layer, on the last epoch
 
     @property

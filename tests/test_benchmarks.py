@@ -246,20 +246,28 @@ def test_gpu_checks_smoke_runs_every_check_on_cpu(capsys, tmp_path, glue_dir):
 
 
 def test_gpu_suite_smoke_runs_every_stage_through_the_real_commands(tmp_path, glue_dir):
-    """The GPU suite's stages on the CPU: the GPU tests (skipped), the default command (CPU
-    trials here), the same trials five ways with MFU and memory, and the pack-aware dry run
-    of the sub-grid set against the default command's measured time."""
+    """The GPU suite's stages on the CPU: the GPU tests (skipped), the pack step's profile,
+    throughput and pack-size invariance, the sub-grid's calibrated dry run set against the
+    same command run to the end, and the calibrated cost of the grid."""
     from benchmarks import gpu_suite
 
     out = tmp_path / "suite.md"
     assert gpu_suite.main(["--smoke", "--data-dir", str(glue_dir), "--out", str(out)]) == 0
     text = out.read_text()
     assert "# GPU suite on no CUDA device (CPU)" in text
-    assert "## 2. the default command (exit 0" in text and "CPU trials: no GPU in" in text
-    assert "rows: 4 (4 ok); devices: cpu" in text
-    for way in ("one per GPU", "fractional x2", "pack by surgery", "pack by seed",
-                "full pack", "synthetic", "sst2"):
-        assert way in text, way
-    assert re.search(r"stage 2's sub-grid \(exit 0, \d+ s\): estimated cost: [\d.]+ "
-                     r"device-hours for 4 trials", text), text[-2000:]
-    assert "x the sweep wall" in text
+    for stage in gpu_suite.STAGES:
+        assert f"## {stage} (at " in text, stage
+    # the profile: operators per phase, as many for 4 seeds as for 1
+    ops = {(r[0], r[1]): int(r[4]) for r in (line.strip("|").split("|") for line in
+                                              text.splitlines() if line.startswith("| "))
+           if len(r) == 6 and r[4].strip().isdigit()}
+    ops = {(a.strip(), b.strip()): v for (a, b), v in ops.items()}
+    assert ops[("4", "forward")] <= 1.1 * ops[("1", "forward")]
+    for variant in ("generator masks", "stateless masks", "graphs", "two packs per GPU"):
+        assert re.search(rf"\| {variant} \| \d+ \| [\d.]+ \| [\d.]+ \|", text), variant
+    # one seed's members: equal to the last bit whatever the pack (one torch thread here)
+    assert "| fp32 | 1 | 4 vs 2 + 2 | 0 | 0 | 0 | 0 |" in text
+    assert "CPU trials: no GPU in" in text and "rows: 4 (4 ok); devices: cpu" in text
+    assert re.search(r"calibrated estimate \d+ GPU-seconds against \d+ measured", text)
+    assert re.search(r"003's progressive grid, --precision auto \(exit 0, \d+ s\): estimated "
+                     r"cost: [\d.]+ ", text)

@@ -174,7 +174,10 @@ PINNED_IDS = [
 
 @pytest.mark.parametrize("trial_id,fields", PINNED_IDS)
 def test_trial_ids_of_earlier_versions_never_change(trial_id, fields):
-    assert TrialConfig(**fields).trial_id == trial_id
+    # stored trials of earlier versions drew "stream" dropout masks: read so, the same ids
+    assert TrialConfig(**fields, dropout="stream").trial_id == trial_id
+    # this version's trials draw other masks: other numbers, another trial
+    assert TrialConfig(**fields).trial_id != trial_id
 
 
 def _canonical_id(fields: dict) -> str:
@@ -184,8 +187,9 @@ def _canonical_id(fields: dict) -> str:
     import hashlib
     import json
 
-    full = {**TrialConfig(**fields).to_dict()}
-    for name, introduced in (("schedule", "linear"), ("warmup_ratio", 0.0)):
+    full = {**TrialConfig(**fields, dropout="stream").to_dict()}
+    for name, introduced in (("schedule", "linear"), ("warmup_ratio", 0.0),
+                             ("dropout", "stream")):
         if full[name] == introduced:
             del full[name]
     blob = json.dumps(full, sort_keys=True, separators=(",", ":"))
@@ -208,7 +212,7 @@ EXPLICIT_LENGTH_GROUPED = [
 
 @pytest.mark.parametrize("trial_id,fields", EXPLICIT_LENGTH_GROUPED + PINNED_IDS)
 def test_ids_of_configs_with_explicit_length_grouped_never_change(trial_id, fields):
-    assert TrialConfig(**fields).trial_id == trial_id == _canonical_id(fields)
+    assert TrialConfig(**fields, dropout="stream").trial_id == trial_id == _canonical_id(fields)
 
 
 def test_the_default_trial_is_the_commands_and_stored_rows_read_as_introduced():
@@ -218,12 +222,18 @@ def test_the_default_trial_is_the_commands_and_stored_rows_read_as_introduced():
 
     config = TrialConfig("bert-base-uncased", "sst2", train_size=500)
     assert config.length_grouped is DEFAULT_LENGTH_GROUPED is True
-    assert config.trial_id == "8cc7c8e70c3ac27a"  # the command's default trial, as stored
+    assert config.trial_id == "4e47b772e1596fad"  # the command's default trial, as stored
+    assert config.dropout == "counter-v1"
+    # the same trial as 0.2 stored it (its generator's masks)
+    assert config.replace(dropout="stream").trial_id == "8cc7c8e70c3ac27a"
     assert RunOptions().evaluate == TrialRuntime().evaluate == "final"
     assert Training() == Training(*(default(f) for f in ("lr", "batch_size", "max_seq_length",
                                                           "schedule", "warmup_ratio")))
     # a stored row written before a field existed ran the value it was introduced with
     stored = {k: v for k, v in config.to_dict().items() if k not in INTRODUCED_AS}
     assert TrialConfig.from_dict(stored).length_grouped is False
+    assert TrialConfig.from_dict(stored).dropout == "stream"
     assert TrialConfig.from_dict(stored).trial_id == "b18ff22baa1a342e"
+    with pytest.raises(InputError, match="dropout: 'bernoulli'; allowed"):
+        config.replace(dropout="bernoulli")
 

@@ -160,6 +160,7 @@ def _describe(field: str, value, row: dict) -> str:
         "init_scheme": lambda v: f"init {v}",
         "schedule": lambda v: f"{v} schedule",
         "warmup_ratio": lambda v: f"warmup {v:g}",
+        "dropout": lambda v: f"{v} dropout masks",
         "preserve_layernorm": lambda v: "LayerNorm preserved" if v else "LayerNorm redrawn",
         "reinit_lr_multiplier": lambda v: f"LR x{v:g} on reinit. layers",
         "intermediate_task": lambda v: f"after {v}" if v else "direct",

@@ -232,5 +232,9 @@ def permute_layers(model: nn.Module, order: Iterable[int]) -> nn.Module:
         raise ValueError(f"layer_order: {order} is not a permutation of 0..{len(layers) - 1}")
     originals = list(layers)
     for position, source in enumerate(order):
-        layers[position] = copy.deepcopy(originals[source])
+        # the copies share the model's configs: a setting made on the model (its attention
+        # implementation) must reach every layer, as it does in an unpermuted model
+        shared = {id(c): c for m in originals[source].modules()
+                  if (c := getattr(m, "config", None)) is not None}
+        layers[position] = copy.deepcopy(originals[source], memo=shared)
     return model

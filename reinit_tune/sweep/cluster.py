@@ -271,6 +271,25 @@ def autoscaler_node_types(bootstrap_config: str | os.PathLike = BOOTSTRAP_CONFIG
     }
 
 
+def scalable_gpu_types(bootstrap_config: str | os.PathLike = BOOTSTRAP_CONFIG) -> list[str]:
+    """What the GPU node types an autoscaler may start name of their GPUs: an
+    ``accelerator_type:<name>`` resource, else the instance type of their node config
+    (``ray up``'s file); empty where none is named."""
+    names = []
+    for resources in (autoscaler_node_types(bootstrap_config) or {}).values():
+        names += [k.split(":", 1)[1] for k in resources or {} if k.startswith("accelerator_type:")]
+    path = Path(bootstrap_config).expanduser()
+    if not names and path.is_file():
+        config = yaml.safe_load(path.read_text()) or {}
+        for spec in (config.get("available_node_types") or {}).values():
+            gpus = (spec.get("resources") or {}).get("GPU", 0)
+            kind = (spec.get("node_config") or {}).get("InstanceType") or (
+                spec.get("node_config") or {}).get("machineType")
+            if gpus and kind and spec.get("max_workers", 0) > 0:
+                names.append(str(kind))
+    return names
+
+
 def inventory() -> tuple[list[NodeResources], dict[str, NodeResources | None] | None]:
     """Total resources of each live node, and the autoscaler's node types (or None)."""
     import ray

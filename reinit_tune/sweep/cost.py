@@ -65,6 +65,17 @@ class Coefficients:
     token_s: float
     eval_token_s: float
     setup_s: float = TRIAL_SETUP_S  # per trial (per member, in a pack)
+    # a member's share, measured in packs of this many members of this many seeds (1, 1:
+    # trials run alone); an estimate for larger packs or more seeds extrapolates
+    members: int = 1
+    seeds: int = 1
+
+    def __str__(self) -> str:
+        where = (f"a member of a pack of {self.members} ({counted(self.seeds, 'seed')})"
+                 if self.members > 1 else "a trial")
+        return (f"{where}: {1e3 * self.step_s:.3g} ms a step + {1e6 * self.token_s:.3g} us a "
+                f"token, evaluation {1e6 * self.eval_token_s:.3g} us a token, setup "
+                f"{self.setup_s:.2g} s")
 
 
 # Measured by benchmarks/calibrate_cost.py on the local Parquet files (QNLI on its subset).
@@ -106,7 +117,8 @@ RECORDED: dict[tuple[int, int, str], Coefficients] = {
 RECORDED_GPU_DEVICE = "NVIDIA H200"
 RECORDED_GPU_FREE = 139 * 2**30
 RECORDED_GPU: dict[tuple[int, int, str], Coefficients] = {
-    (12, 768, "bf16"): Coefficients(4.14e-3, 3.72e-6, 1.7e-6, setup_s=0.52),
+    (12, 768, "bf16"): Coefficients(4.14e-3, 3.72e-6, 1.7e-6, setup_s=0.52, members=28,
+                                    seeds=3),
 }
 
 
@@ -182,6 +194,14 @@ class Estimate:
     # GPU trials: the sizes of the packs the sweep forms (each holds one GPU while it runs)
     packs: list[int] = field(default_factory=list)
 
+    # GPU trials: the longest pack's seconds and what it is, the GPU share a pack holds
+    # (``--gpus-per-trial``), and where the per-member costs are applied beyond what they
+    # were measured on
+    wall_s: float = 0.0
+    longest: str = ""
+    gpus_per_pack: float = 1.0
+    extrapolated: list[str] = field(default_factory=list)
+
     def __str__(self) -> str:
         hours = self.device_hours
         shown = f"{hours:,.1f}" if hours >= 1 else f"{hours:.4f}"
@@ -191,10 +211,30 @@ class Estimate:
             unit = "GPU-hours"
         else:
             how, unit = f"one after another on {self.device}", "device-hours"
-        return (
-            f"estimated cost: {shown} {unit} for {counted(self.trials, 'trial')}, {how} (per-token "
-            f"costs: {'; '.join(self.sources)})" + (f"\n{self.note}" if self.note else "")
-        )
+        lines = [f"estimated cost: {shown} {unit} for {counted(self.trials, 'trial')}, {how} "
+                 f"(per-token costs: {'; '.join(self.sources)})"]
+        if self.packs and self.wall_s:
+            share = self.gpus_per_pack
+            wall = f"wall time: at least {duration(self.wall_s)}, its longest pack ({self.longest})"
+            if share < 1:
+                wall += (f"; at --gpus-per-trial {share:g} {1 / share:g} packs share a GPU: the "
+                         f"GPU-hours are the same work, each pack up to {1 / share:g}x longer "
+                         f"(up to {duration(self.wall_s / share)})")
+            lines.append(wall + "; no number of GPUs finishes sooner")
+        if self.extrapolated:
+            lines.append("extrapolated beyond what was measured: " + "; ".join(self.extrapolated))
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a person reads a duration: 45 s, 12 min, 1.4 h."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def calibration_note(use_gpu: bool) -> str:
@@ -253,8 +293,37 @@ def estimate(
         per_trial.setdefault(config.trial_id, trial_s)
     sizes = [len(p) for p in packs or ()]
     seconds += PACK_SETUP_S * sum(size > 1 for size in sizes)
-    return Estimate(len(configs), seconds / 3600, device, list(sources), per_trial_s=per_trial,
-                    packs=sizes if any(size > 1 for size in sizes) else [])
+    result = Estimate(len(configs), seconds / 3600, device, list(sources),
+                      per_trial_s=per_trial, packs=sizes if any(size > 1 for size in sizes)
+                      else [])
+    if result.packs:
+        times = [(PACK_SETUP_S * (len(p) > 1) + sum(per_trial.get(c.trial_id, 0.0) for c in p),
+                  p) for p in packs]
+        result.wall_s, longest = max(times, key=lambda t: t[0])
+        first = longest[0]
+        result.longest = (f"{counted(len(longest), 'trial')} of {first.task} at "
+                          f"{first.size.label} examples, {first.epochs} epochs, "
+                          f"{first.precision}")
+        result.extrapolated = extrapolations(packs, calibrated or {})
+    return result
+
+
+def extrapolations(packs: list[list[TrialConfig]],
+                   calibrated: dict[tuple[str, str], Coefficients]) -> list[str]:
+    """Where the packs formed lie beyond what their per-member costs were measured on: more
+    members, more seeds a pack, or another precision's coefficients."""
+    out: dict[str, None] = {}
+    for (model, precision), coeffs in calibrated.items():
+        mine = [p for p in packs if p[0].model == model and p[0].precision == precision]
+        if not mine:
+            continue
+        members = max(len(p) for p in mine)
+        seeds = max(len({c.seed for c in p}) for p in mine)
+        if members > coeffs.members > 1:
+            out[f"packs of up to {members} members from {coeffs.members}"] = None
+        if seeds > coeffs.seeds and coeffs.members > 1:
+            out[f"up to {seeds} seeds a pack from {coeffs.seeds}"] = None
+    return list(out)
 
 
 # -- measuring ----------------------------------------------------------------------------
@@ -376,15 +445,20 @@ def calibrate_pack(
         configs = [base.replace(seed=i % 2, reinit_layers=tuple(range(
             (i // 2) % (shape.num_layers + 1), shape.num_layers))) for i in range(members)]
 
-        def built():
+        def built(copies: bool):
             for config in configs:  # the surgery a member's build does, on a copy
+                if not copies:  # speed does not depend on the weights: one model M times
+                    yield template
+                    continue
                 model = copy.deepcopy(template)
                 surgery.reinit_layers(model, config.reinit_layers, std=0.02, seed=config.seed)
                 yield model
 
         for length in lengths:
             trains = {s: synthetic(steps * batch, length, seed=s) for s in (0, 1)}
-            outcomes, setup = train_pack(built(), configs, trains, synthetic(batch, length, 2),
+            # the first run builds every member as a sweep does: its setup is the one timed
+            outcomes, setup = train_pack(built(not setups), configs, trains,
+                                         synthetic(batch, length, 2),
                                          use_gpu=use_gpu, every_epoch=True)
             device = setup.device
             setups.append(setup.setup_s / members)
@@ -392,18 +466,20 @@ def calibrate_pack(
             timings.append((last.train_time_s / steps, last.eval_time_s / (batch * length)))
     (t_short, _), (t_long, eval_long) = timings
     coeffs = fit_step_costs(t_short, t_long, batch * lengths[0], batch * lengths[1], eval_long)
-    return dataclasses.replace(coeffs, setup_s=min(setups)), device
+    return dataclasses.replace(coeffs, setup_s=setups[0], members=members,
+                               seeds=min(2, members)), device
 
 
 def sweep_estimate(
     configs: list[TrialConfig], shapes: dict[str, ModelShape], data_dir=None, *,
     calibrate_here: bool = False, use_gpu: bool = True, every_epoch: bool = True,
-    packs: list[list[TrialConfig]] | None = None,
+    packs: list[list[TrialConfig]] | None = None, gpus_per_pack: float = 1.0,
 ) -> Estimate | str:
     """The dry run's cost line: the recorded table, or ``calibrate`` on this device for each
-    (model, precision) of the grid; with ``packs`` (the packs a GPU sweep forms), per member
-    of a pack of the largest size that forms (``calibrate_pack``), or the recorded GPU
-    table. A grid whose model width is unknown gets no estimate."""
+    (model, precision) of the grid; with ``packs`` (the packs a GPU sweep forms, each
+    holding ``gpus_per_pack`` of a GPU), per member of a pack of the largest size that forms
+    (``calibrate_pack``), or the recorded GPU table. A grid whose model width is unknown gets
+    no estimate."""
     unknown = sorted({c.model for c in configs if shapes[c.model].hidden_size is None})
     if unknown:
         return (f"estimated cost: unknown ({', '.join(unknown)}: hidden size not known offline; "
@@ -422,12 +498,15 @@ def sweep_estimate(
         device = f"1 {device.upper()} device here" if device != "cpu" else (
             f"this machine's CPU ({hardware.cpu_name()}), as many threads as torch uses")
     elif packed:
-        scaled = ""
+        scaled, other_precision = "", []
         for model, precision in sorted({(c.model, c.precision) for c in configs}):
             calibrated[(model, precision)], how = recorded_coefficients(
                 shapes[model], precision, RECORDED_GPU)
             if how != "recorded table":
                 scaled = f" ({model}'s {how})"
+            if not any(k[2] == precision for k in RECORDED_GPU):
+                other_precision.append(f"{precision} from another precision's costs (none "
+                                       f"recorded for {precision})")
         if calibrated:
             device = f"an {RECORDED_GPU_DEVICE}"
             source = "recorded in packs" + scaled
@@ -437,6 +516,12 @@ def sweep_estimate(
     result = estimate(configs, shapes, data_dir, calibrated, device, every_epoch,
                       packs=packs if packed and calibrated else None,
                       calibrated_source=source)
-    if not calibrate_here:
+    result.gpus_per_pack = gpus_per_pack
+    if calibrate_here:
+        result.note = "calibrated: " + "; ".join(
+            f"{model} {precision}, {coeffs}" for (model, precision), coeffs in calibrated.items())
+    else:
         result.note = note or calibration_note(use_gpu)
+        if packed and calibrated:
+            result.extrapolated += other_precision
     return result

@@ -48,10 +48,12 @@ from reinit_tune.sweep.trial import (
     is_infrastructure_failure,
     run_trial,
     trial_data,
+    worker_device,
     worker_fields,
 )
 from reinit_tune.training.loop import EpochResult, TrainSetup
 from reinit_tune.training.pack import pack_key, packable, train_pack
+from reinit_tune.wording import counted
 
 log = logging.getLogger("reinit_tune")
 
@@ -65,6 +67,16 @@ MEMORY_HEADROOM = 0.8
 DEFAULT_VOCAB = 30522  # BERT's; the estimate's embedding term only
 # How long the driver waits for a GPU of the cluster to report its free memory.
 PROBE_TIMEOUT_S = 60.0
+# GPU memory in GB (vendor datasheets) by the name a node type gives its GPUs (Ray's
+# ``accelerator_type`` resource, or a cloud instance type's family): what ``--pack-size
+# auto`` plans for before any GPU of an autoscaling cluster is up. Longer names first.
+GPU_MEMORY_GB = {
+    "H200": 141, "H100": 80, "A100-80G": 80, "A100": 40, "L40S": 48, "A10G": 24, "L4": 24,
+    "A10": 24, "V100": 16, "T4": 16,
+    # instance families (AWS, GCP)
+    "p5e": 141, "p5": 80, "p4de": 80, "p4d": 40, "g6e": 48, "g6": 24, "g5": 24, "g4dn": 16,
+    "a3-": 80, "a2-ultragpu": 80, "a2-": 40, "g2-": 24,
+}
 
 
 def group_packs(configs: list[TrialConfig], size: int,
@@ -139,22 +151,55 @@ def fit_configs(configs: list[TrialConfig], shapes: dict[str, ModelShape],
                default=1)
 
 
+def gpu_memory(name: str) -> int | None:
+    """Bytes of memory of the GPU ``name`` names (``GPU_MEMORY_GB``), or None."""
+    for key, gb in GPU_MEMORY_GB.items():
+        if key.lower() in name.lower():
+            return gb * 10**9
+    return None
+
+
+def planned_free_bytes(names: list[str]) -> tuple[int, str]:
+    """The free memory packs are planned for where no GPU of the cluster can measure its
+    own: the smallest of the GPUs ``names`` names, else the recorded cost table's GPU; and
+    which it is."""
+    from reinit_tune.sweep import cost
+
+    known = sorted((gpu_memory(n), n) for n in names if gpu_memory(n))
+    if known:
+        size, name = known[0]
+        return int(size * 0.97), f"a {name}'s memory, as its node type names it"
+    return cost.RECORDED_GPU_FREE, (f"an {cost.RECORDED_GPU_DEVICE}'s memory (no node type "
+                                    "names its GPU)")
+
+
 def resolve_pack_size(pack_size: int | str, configs: list[TrialConfig],
                       shapes: dict[str, ModelShape], gpus_per_trial: float,
                       free_bytes: Callable[[], int | None] | None = None,
-                      gpus: float = 1.0) -> int:
+                      gpus: float = 1.0, gpu_types: Callable[[], list[str]] | None = None
+                      ) -> int:
     """``--pack-size`` as a number. ``auto``: 1 when trials run on CPUs (a pack is no faster
-    there: ``benchmarks/RESULTS.md``) or no GPU could report its free memory; on GPUs, what
-    fits the free memory of the trial's share of one (``free_bytes``: measured on a GPU of
-    the cluster) for the largest member of ``configs``, and no more than spreads the
-    packable trials over the cluster's ``gpus``."""
+    there: ``benchmarks/RESULTS.md``); on GPUs, what fits the free memory of the trial's
+    share of one (``free_bytes``: measured on a GPU of the cluster) for the largest member of
+    ``configs``, and no more than spreads the packable trials over the cluster's ``gpus``.
+    Where no GPU can measure (an autoscaling cluster starts its GPU nodes only once trials
+    queue; every GPU busy), the packs are planned for the memory of the GPU the cluster's
+    node types name (``gpu_types``), else the recorded table's, and said so: a worker whose
+    GPU holds fewer trains its pack in parts (``execute_pack``)."""
     if pack_size != "auto":
         return int(pack_size)
     if gpus_per_trial <= 0 or not configs:
         return 1
     free = (free_bytes or gpu_free_bytes)()
     if free is None:
-        return 1
+        from reinit_tune.sweep.cluster import scalable_gpu_types
+
+        free, which = planned_free_bytes((gpu_types or scalable_gpu_types)())
+        log.warning("--pack-size auto: no GPU of the cluster could measure its free memory; "
+                    "packs planned for %s (%s a pack); a worker whose GPU holds fewer trains "
+                    "its pack in parts (--pack-size N sets the size)", which,
+                    counted(fit_configs(configs, shapes, int(free * min(1.0, gpus_per_trial))),
+                            "trial"))
     fit = fit_configs(configs, shapes, int(free * min(1.0, gpus_per_trial)))
     slots = max(1, int(gpus / gpus_per_trial))
     packable_trials = sum(packable(c) for c in configs)
@@ -178,16 +223,15 @@ def gpu_free_bytes(timeout_s: float = PROBE_TIMEOUT_S) -> int | None:
     import ray
 
     if not ray.is_initialized() or ray.cluster_resources().get("GPU", 0) <= 0:
-        return None
+        return None  # no GPU node up yet (an autoscaler starts them as trials queue)
     # max_calls=1: the worker exits after it, taking its CUDA context off the GPU
     probe = ray.remote(num_gpus=0.01, num_cpus=0, max_calls=1)(cuda_free_bytes).remote()
     try:
         return ray.get(probe, timeout=timeout_s)
     except Exception as e:  # noqa: BLE001 - no GPU free in time: the sweep runs unpacked
         ray.cancel(probe, force=True)
-        log.warning("no GPU of the cluster reported its free memory within %.0f s (%s); "
-                    "--pack-size auto runs one trial per Tune trial", timeout_s,
-                    type(e).__name__)
+        log.warning("no GPU of the cluster reported its free memory within %.0f s (%s: "
+                    "every GPU busy?)", timeout_s, type(e).__name__)
         return None
 
 
@@ -229,20 +273,24 @@ def execute_pack(
 
     A pack larger than this worker's GPU holds (``worker_fit``) trains as several smaller
     packs one after another; a pack that runs out of GPU memory is split in two and both
-    halves train anew (an epoch a member reported before the split is not reported again).
-    ``on_split`` is told each split in a sentence."""
+    halves train anew, reporting every epoch again: each outcome carries the pack it trained
+    in (``pack_size``) and how it came to be (``pack_history``), and a member's stored epochs
+    are all from that one run (the store's writer replaces the earlier run's). ``on_split``
+    is told each split in a sentence."""
     fit = worker_fit(configs, use_gpu)
-    queue = deque(even_split(configs, math.ceil(len(configs) / fit)))
-    if len(queue) > 1 and on_split is not None:
-        on_split(f"a pack of {len(configs)} trials is more than this GPU's free memory holds "
-                 f"({fit}); trained as {len(queue)} packs of up to {len(queue[0])}")
-    reported: dict[str, int] = {}  # trial id -> the last epoch it reported
+    queue = deque((chunk, None) for chunk in even_split(configs, math.ceil(len(configs) / fit)))
+    if len(queue) > 1:
+        why = (f"a pack of {len(configs)} trials is more than this GPU's free memory holds "
+               f"({fit}); trained as {len(queue)} packs of up to {len(queue[0][0])}")
+        queue = deque((chunk, why) for chunk, _ in queue)
+        if on_split is not None:
+            on_split(why)
     results: dict[str, tuple[list[dict[str, Any]], str | None]] = {}
     while queue:
-        chunk = queue.popleft()
+        chunk, history = queue.popleft()
         out_of_memory = False
         try:
-            results.update(_train(chunk, data_dir, use_gpu, report, reported, log_every,
+            results.update(_train(chunk, data_dir, use_gpu, report, history, log_every,
                                   every_epoch, allow_subset))
         except torch.cuda.OutOfMemoryError:
             if len(chunk) == 1:
@@ -252,15 +300,17 @@ def execute_pack(
             gc.collect()
             torch.cuda.empty_cache()
             halves = even_split(chunk, 2)
-            queue.extendleft(reversed(halves))
+            why = (f"a pack of {len(chunk)} trials ran out of GPU memory; trained as packs of "
+                   f"{' and '.join(str(len(h)) for h in halves)}")
+            history = why if history is None else f"{history}; {why}"
+            queue.extendleft(reversed([(half, history) for half in halves]))
             if on_split is not None:
-                on_split(f"a pack of {len(chunk)} trials ran out of GPU memory; trained as "
-                         f"packs of {' and '.join(str(len(h)) for h in halves)}")
+                on_split(why)
     return results
 
 
 def _train(configs: list[TrialConfig], data_dir: str | None, use_gpu: bool,
-           report: Callable[[str, TrialOutcome], None] | None, reported: dict[str, int],
+           report: Callable[[str, TrialOutcome], None] | None, history: str | None,
            log_every: int, every_epoch: bool, allow_subset: bool
            ) -> dict[str, tuple[list[dict[str, Any]], str | None]]:
     """``execute_pack`` of one pack that fits."""
@@ -283,12 +333,12 @@ def _train(configs: list[TrialConfig], data_dir: str | None, use_gpu: bool,
             bases[config.trial_id] = outcomes[config.trial_id] = TrialOutcome(
                 config.trial_id, num_layers=num_layers,
                 setup_time_s=(data_s + setup.setup_s) / len(configs), resumed_from_epoch=0,
-                gpu_memory_start_bytes=memory_start, **data[config.seed][2])
+                gpu_memory_start_bytes=memory_start, pack_size=len(configs),
+                pack_history=history, **data[config.seed][2])
         outcome = epoch_outcome(bases[config.trial_id], config, result, setup)
         outcomes[config.trial_id] = outcomes[config.trial_id].then(outcome)
-        if report is not None and result.epoch > reported.get(config.trial_id, 0):
+        if report is not None:
             report(config.trial_id, outcome)
-            reported[config.trial_id] = result.epoch
 
     models = _built(first, configs[1:])
     del first  # the pack copies each member in: one model at a time outside it
@@ -351,7 +401,7 @@ def run_pack(params: dict[str, Any], packs: dict[str, list[TrialConfig]],
 
     try:
         results = execute_pack(
-            members, data_dir=runtime.data_dir, use_gpu=assigned.get("GPU", 0) > 0,
+            members, data_dir=runtime.data_dir, use_gpu=worker_device(assigned),
             report=report, log_every=runtime.log_every,
             every_epoch=runtime.evaluate == "every-epoch", allow_subset=runtime.allow_subset,
             on_split=notes.append)
@@ -372,7 +422,8 @@ def pack_note(pack_size: int, runtime: TrialRuntime) -> str | None:
     """Why a sweep asked for packs runs unpacked, or None (packs cannot save models or
     measure similarity: those read one finetuned model)."""
     if pack_size > 1 and (runtime.similarity is not None or runtime.models_dir):
-        return "--pack-size: --similarity and --save-model need each trial's own model; " \
-               "running unpacked"
+        return ("--pack-size: --similarity and --save-model need each trial's own model; "
+                "running unpacked, one trial a GPU: about 5x the GPU time of full packs "
+                "(benchmarks/RESULTS.md)")
     return None
 

@@ -73,7 +73,8 @@ class Sweep:
         return cost.sweep_estimate(configs, plan.shapes, plan.data_dir, calibrate_here=calibrate,
                                    use_gpu=use_gpu,
                                    every_epoch=plan.options.evaluate == "every-epoch",
-                                   packs=packs_of(plan, configs) if use_gpu else None)
+                                   packs=packs_of(plan, configs) if use_gpu else None,
+                                   gpus_per_pack=plan.options.resources.gpus_per_trial or 1.0)
 
     def _resolve_devices(self) -> None:
         """``--gpus-per-trial auto`` as a number (``cluster.resolve_gpus``)."""

@@ -29,7 +29,7 @@ import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,6 @@ from reinit_tune.tasks import get_task
 from reinit_tune.training import sequential
 from reinit_tune.training.finetune import finetune_config
 from reinit_tune.training.loop import EpochResult, Optimization, TrainSetup
-from reinit_tune.training.pack import packable
 from reinit_tune.training.probe import train_probe
 
 STATE_FILE = "train_state.pt"
@@ -185,6 +184,7 @@ def execute(
     reference = copy.deepcopy(model) if similarity is not None else None
     setup_time = time.perf_counter() - start
     base = TrialOutcome(config.trial_id, num_layers=num_layers, setup_time_s=setup_time,
+                        pack_size=1,
                         resumed_from_epoch=resume["epoch"] if resume else 0,
                         gpu_memory_start_bytes=memory_start, **provenance)
     reported: list[TrialOutcome] = []
@@ -211,8 +211,8 @@ def execute(
     if config.probe_layer is not None:
         train_probe(model, train, devs, layer=config.probe_layer, task=config.task,
                     opt=Optimization.of(config), **run)
-    else:  # a trial that may share a pack draws what its pack member draws
-        finetune_config(model, train, devs, config, exact=packable(config), **run)
+    else:
+        finetune_config(model, train, devs, config, **run)
     return functools.reduce(TrialOutcome.then, reported, base).reports()
 
 
@@ -262,6 +262,30 @@ def load_state(folder: str | Path) -> dict:
 # or host whose memory another trial held at that moment (a worker Ray's memory monitor kills
 # never gets here: the driver sees ray.exceptions.OutOfMemoryError, reinit_tune.sweep.memory).
 _TRANSIENT = (ConnectionError, TimeoutError, MemoryError, torch.cuda.OutOfMemoryError)
+
+
+def worker_device(assigned: Mapping[str, float]) -> bool:
+    """Whether this Ray worker trains on a GPU: where Ray gave it one. A worker given a GPU
+    whose PyTorch cannot use CUDA (a CPU-only build on one node, a driver that does not
+    match) would train a GPU-sized pack on its CPUs: refused in one line naming the node,
+    stored as the trial's error."""
+    gpus = assigned.get("GPU", 0)
+    if gpus <= 0:
+        return False
+    if torch.cuda.is_available():
+        return True
+    why = ("its PyTorch is built without CUDA" if torch.version.cuda is None else
+           f"its PyTorch (CUDA {torch.version.cuda}) sees no CUDA device: no driver, or one "
+           "too old for it")
+    try:
+        import ray
+
+        where = f"{socket.gethostname()} ({ray.util.get_node_ip_address()})"
+    except Exception:  # noqa: BLE001 - outside Ray: the host name says enough
+        where = socket.gethostname()
+    raise InputError(f"node {where} was given {gpus:g} GPU by Ray, but {why}; install a "
+                     "CUDA build of PyTorch on it, or start it with --num-gpus 0 so only "
+                     "CPU trials go there")
 
 
 def is_infrastructure_failure(error: BaseException) -> bool:
@@ -332,7 +356,7 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
         execute(
             config,
             data_dir=runtime.data_dir,
-            use_gpu=assigned.get("GPU", 0) > 0,
+            use_gpu=worker_device(assigned),
             report=report,
             resume=resume,
             checkpoint_after_s=runtime.checkpoint_after_s,

@@ -112,9 +112,11 @@ class StoreWriter(tune.Callback):
         if outcome.status is Status.SKIPPED:
             self.skips[key] = outcome.error or ""
             return
-        # By epoch: a retried trial that resumes re-reports epochs already seen.
+        # By epoch: a retried trial that resumes re-reports epochs already seen. A pack
+        # member trained anew after its pack split keeps only the new run's epochs.
         seen = self.outcomes.get(key)
-        self.outcomes[key] = outcome if seen is None else seen.then(outcome)
+        anew = seen is not None and seen.pack_history != outcome.pack_history
+        self.outcomes[key] = outcome if seen is None or anew else seen.then(outcome)
 
     def on_trial_recover(self, iteration, trials, trial, **info):
         self.summary.retries += 1

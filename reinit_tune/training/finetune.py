@@ -171,7 +171,6 @@ def finetune(
     resume: dict | None = None,
     log_every: int = 0,
     every_epoch: bool = True,
-    exact: bool = True,
 ) -> tuple[list[EpochResult], TrainSetup]:
     """Finetune ``model`` on ``train_split``, evaluating on the dev split(s) after every
     epoch or the last one (``reinit_tune.training.loop.train`` says what the other arguments
@@ -179,7 +178,7 @@ def finetune(
     kind = SpanExtraction if get_task(task).is_qa else SequenceClassification
     objective = kind(model, train_split, dev, task, groups)
     return train(objective, opt, use_gpu=use_gpu, on_epoch=on_epoch, resume=resume,
-                 log_every=log_every, every_epoch=every_epoch, exact=exact)
+                 log_every=log_every, every_epoch=every_epoch)
 
 
 def finetune_config(

@@ -12,15 +12,19 @@ optimizer updates only the rows the training data reaches, which is exact (``voc
 the CPU, freed memory is kept for reuse (``retain_freed_memory``): otherwise every step maps and
 page-faults fresh gradient buffers (tens of MB for the embedding matrix alone).
 
+Dropout draws no random numbers: every mask is a pure function of the trial's dropout key,
+the optimizer step, the call and the element (``reinit_tune.training.dropout``), the one
+definition a trial run alone and a member of any pack draw; the model runs its eager attention
+so its attention dropout is one of those calls.
+
 Resumption: after each epoch ``TrainSetup.state()`` returns everything the rest of the run
-depends on (weights, optimizer moments, scheduler step, the batch-order generator and the
-dropout RNG); ``train(..., resume=state)`` continues from the next epoch and computes exactly
-what the uninterrupted run would have.
+depends on (weights, optimizer moments, scheduler step, the batch-order generator);
+``train(..., resume=state)`` continues from the next epoch and computes exactly what the
+uninterrupted run would have (its dropout masks follow from the step).
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import math
@@ -44,7 +48,12 @@ from reinit_tune.data import Encoded
 from reinit_tune.errors import TrialDiverged
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
-from reinit_tune.training.exact import exact_on
+from reinit_tune.training.dropout import (
+    CounterDropout,
+    check_masks,
+    eager_attention,
+    keys_tensor,
+)
 from reinit_tune.training.vocab_rows import VocabRows
 
 if TYPE_CHECKING:
@@ -99,15 +108,18 @@ class Optimization:
     length_grouped: bool = False
     schedule: str = default("schedule")
     warmup_ratio: float = default("warmup_ratio")
+    # the stride of the sequence dimensions in dropout's element index (no batch is longer)
+    max_seq_length: int = default("max_seq_length")
 
     @classmethod
     def of(cls, config: TrialConfig) -> Optimization:
         """The training settings of ``config`` (the one place that maps a trial's fields
-        onto the loop)."""
+        onto the loop); a config whose dropout masks this version cannot draw is refused."""
+        check_masks(config)
         return cls(lr=config.lr, batch_size=config.batch_size, epochs=config.epochs,
                    seed=config.seed, precision=config.precision,
                    length_grouped=config.length_grouped, schedule=config.schedule,
-                   warmup_ratio=config.warmup_ratio)
+                   warmup_ratio=config.warmup_ratio, max_seq_length=config.max_seq_length)
 
 
 class Objective(Protocol):
@@ -185,14 +197,17 @@ def retain_freed_memory() -> bool:
     return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 1 << 30))
 
 
-def make_optimizer(groups: list[dict], device_type: str) -> torch.optim.Optimizer:
+def make_optimizer(groups: list[dict], device_type: str,
+                   capturable: bool = False) -> torch.optim.Optimizer:
     """AdamW with run_glue's settings, run by the fused kernel (CPU and CUDA): one pass over
     parameters, gradients and moments per step instead of a dozen for the foreach
-    implementation; the same update up to float rounding (``tests/training``)."""
+    implementation; the same update up to float rounding (``tests/training``).
+    ``capturable``: its step may be captured in a CUDA graph (its step counts stay on the
+    device; the groups' learning rates are then device tensors)."""
     # weight_decay must be explicit: torch's AdamW defaults to 0.01, run_glue to 0.
     return torch.optim.AdamW(
         groups, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-        fused=device_type in ("cuda", "cpu"),
+        fused=device_type in ("cuda", "cpu"), capturable=capturable,
     )
 
 
@@ -278,8 +293,6 @@ def training_state(epoch: int, module: nn.Module, optimizer, scheduler,
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "data_order": data_order.get_state(),
-        "torch_rng": torch.get_rng_state(),
-        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
     }
 
 
@@ -292,7 +305,6 @@ def train(
     resume: dict | None = None,
     log_every: int = 0,
     every_epoch: bool = True,
-    exact: bool = True,
 ) -> tuple[list[EpochResult], TrainSetup]:
     """Train ``objective`` for ``opt.epochs`` epochs and evaluate it after every epoch, or,
     with ``every_epoch=False``, after the last one only (then the other epochs' results have
@@ -302,14 +314,10 @@ def train(
     continues at epoch e+1 and only epochs e+1.. are returned and passed to ``on_epoch``.
     ``log_every`` > 0 records the loss of every log_every-th step (``EpochResult.steps``);
     the losses stay on the device until the epoch ends, so logging costs no synchronization.
-    ``exact``: on a CUDA device, run eager attention and ``bernoulli_`` dropout, so the
-    trial draws what its member of a trial pack draws (``reinit_tune.training.exact``); a
-    trial that never runs in a pack (``pack.packable``) runs the fused kernels instead.
     """
     accelerator, setup = make_accelerator(use_gpu, opt.precision)
     if accelerator.device.type == "cpu":
         retain_freed_memory()
-    torch.manual_seed(derive_seed(opt.seed, "dropout"))  # dropout draws from the global RNG
     loader = batch_loader(
         objective.num_examples, opt.batch_size, opt.seed, collate=objective.collate,
         lengths=objective.lengths.tolist() if opt.length_grouped else None,
@@ -331,14 +339,12 @@ def train(
         optimizer.load_state_dict(resume["optimizer"])
         scheduler.load_state_dict(resume["scheduler"])
         loader.generator.set_state(resume["data_order"])
-        torch.set_rng_state(resume["torch_rng"])
-        if resume["cuda_rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(resume["cuda_rng"])
     device = accelerator.device
+    masks = CounterDropout(keys_tensor([opt.seed], device)[0],
+                           torch.zeros((), dtype=torch.int64, device=device), opt.max_seq_length)
     extra_train_s, extra_eval_s = objective.first_epoch_extra_s
     results: list[EpochResult] = []
-    with (exact_on(device, [accelerator.unwrap_model(objective.module)]) if exact
-          else contextlib.nullcontext()):
+    with eager_attention(accelerator.unwrap_model(objective.module)):
         for epoch in range(1 + (resume["epoch"] if resume else 0), opt.epochs + 1):
             objective.module.train()
             start = time.perf_counter()
@@ -347,7 +353,9 @@ def train(
             logged: list[tuple[int, torch.Tensor, float]] = []
             for batch in loader:
                 lr = scheduler.get_last_lr()[0]  # the rate this step uses
-                loss, batch_tokens = objective.loss(batch)
+                masks.step.fill_(scheduler.last_epoch)  # steps over the whole run
+                with masks.forward():
+                    loss, batch_tokens = objective.loss(batch)
                 tokens += batch_tokens
                 accelerator.backward(loss)
                 if rows is not None:

@@ -6,8 +6,8 @@ learning rate and schedule, precision, model, sequence length, batching) may sha
 whatever their surgery, and, for the BERT family (``mixes_seeds``), whatever their seed. A
 member keeps everything its trial has alone: its weights, gradients, gradient clipping (norm
 1.0 per member, as run_glue), AdamW moments and learning rates, its seed's train subset and
-batch order (each seed's own ``batch_loader``) and its seed's dropout stream
-(``reinit_tune.training.pack_dropout``). ``train_pack`` runs M members with one forward and
+batch order (each seed's own ``batch_loader``) and its dropout masks
+(``reinit_tune.training.dropout``). ``train_pack`` runs M members with one forward and
 one backward per step: each step takes every seed's next batch, pads them to a common length
 (right padding that the attention mask hides, so no real token sees it) and gives each
 member its seed's batch. Evaluation is fused too (every member scores the same dev
@@ -20,13 +20,11 @@ This module owns the fused training and evaluation and the rule of what may shar
 Design: ``torch.func`` (``functional_call`` + ``vmap``) over the model's own code, not
 member-stacked modules. It runs every supported architecture (``reinit_tune.model.stacks``)
 unchanged, with no second implementation whose numbers could drift from the unpacked one.
-Dropout is where exactness is won or lost: in a BERT-family pack every dropout call draws,
-per seed, the mask that seed's trial draws alone, of that trial's own shape (``pack_dropout``;
-the template runs the model's eager attention, whose attention dropout is a plain dropout
-call). Other architectures pack one seed at a time and draw under ``vmap(randomness="same")``
-from the global generator seeded as the trial seeds it (their dropout need not be
-``F.dropout``). On CUDA an unpacked packable trial runs eager attention and ``bernoulli_``
-dropout (``reinit_tune.training.exact``), so its masks are the ones its pack member draws.
+Dropout draws no random numbers (``reinit_tune.training.dropout``): each member's masks are a
+pure function of its trial's key, the step, the call and the element's coordinates, the masks
+its trial draws alone, computed for every member by one operator per call whatever the
+members and seeds; the template runs the model's eager attention, as every trial does, so its
+attention dropout is one of those calls.
 
 Parameters live in one flat ``(members, P)`` buffer (the model's tensors are views of it in
 the forward pass), so the optimizer is torch's fused AdamW (run_glue's betas 0.9/0.999, eps
@@ -35,7 +33,18 @@ runs of equal learning rate where 003 App. E's multiplier gives layers their own
 is two whole-buffer operations. As in the loop, only the word-embedding rows the members'
 training data reach get optimizer state (``VocabRows``' argument: every other row has a zero
 gradient, so AdamW leaves it bit-identical), and the gradient norm is taken over what the
-optimizer holds. Packs do not checkpoint: a retried pack starts over.
+optimizer holds. On CUDA each batch shape's step is a CUDA graph replay (``PackStep``). Packs
+do not checkpoint: a retried pack starts over.
+
+What "computing what it would compute alone" means exactly: the masks, the learning rates
+and the update rule are the trial's own to the bit. With one torch thread on the CPU a
+member's numbers do not depend on the pack around it where the padding does not (members of
+one seed: a pack of 4, two of 2 and four of 1 agree to the last bit); padding to another
+seed's longer batch leaves the forward pass bit for bit but reorders the backward pass's sums
+over tokens, and a BLAS library with several threads, or CUDA, picks its reduction order by
+batch count, so there the numbers agree to rounding (``benchmarks/RESULTS.md``). An unpacked
+trial runs the model without ``vmap``: the same computation in other kernels, equal to
+rounding. bf16 adds its own rounding to each of these.
 """
 
 from __future__ import annotations
@@ -60,9 +69,8 @@ from reinit_tune.config import TrialConfig
 from reinit_tune.data import Encoded
 from reinit_tune.hardware import eval_batch_size
 from reinit_tune.model.shape import model_type
-from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
-from reinit_tune.training.exact import exact_on
+from reinit_tune.training.dropout import CounterDropout, keys_tensor
 from reinit_tune.training.finetune import param_groups
 from reinit_tune.training.loop import (
     MAX_GRAD_NORM,
@@ -78,7 +86,6 @@ from reinit_tune.training.loop import (
     retain_freed_memory,
     schedule_factor,
 )
-from reinit_tune.training.pack_dropout import DropoutStreams, intercept
 from reinit_tune.training.vocab_rows import MAX_SHARE
 
 # The TrialConfig fields in which members of one pack may differ: their surgery, its learning
@@ -91,9 +98,12 @@ MEMBER_FIELDS = ("experiment", "seed", "reinit_layers", "reinit_heads", "layer_o
                  "preserve_layernorm", "reinit_lr_multiplier")
 PACK_FIELDS = tuple(f.name for f in dataclasses.fields(TrialConfig)
                     if f.name not in MEMBER_FIELDS)
-# Model types whose transformers code pads, masks and drops out as BERT's does (batch-first
-# activations, a 4-D additive mask taken as given, eager attention, ``nn.Dropout``): their
-# packs may mix seeds (``pack_dropout``).
+# A graphed pack pads each step to a multiple of this many tokens: one CUDA graph per
+# multiple (at most max_seq_length / 16 of them), at most 15 padded tokens a sequence more.
+GRAPH_BUCKET = 16
+# Model types whose transformers code pads and masks as BERT's does (batch-first activations,
+# a 4-D additive mask taken as given by its eager attention): their packs may mix seeds, whose
+# batches are padded to a common length.
 SEED_MIXING_TYPES = frozenset({"bert", "roberta", "xlm-roberta", "camembert", "electra"})
 
 
@@ -181,9 +191,9 @@ class FusedMembers:
     buffer, whose reachable rows the optimizer holds on their own."""
 
     def __init__(self, first: nn.Module, members: int, device: torch.device,
-                 rows: str | None = None, eager: bool = False):
+                 rows: str | None = None):
         self.template = copy.deepcopy(first).to("meta")
-        if eager:
+        if hasattr(self.template, "set_attn_implementation"):  # a transformers model
             self.template.set_attn_implementation("eager")
         self.members, self.device, self.rows_name = members, device, rows
         params = dict(first.named_parameters())
@@ -230,23 +240,28 @@ class FusedMembers:
         return out
 
     def __call__(self, batch: dict[str, torch.Tensor], train: bool, per_member: bool = False,
-                 randomness: str = "same"):
+                 masks: CounterDropout | None = None):
         """Every member's (loss, logits) on ``batch``: one batch for all (``per_member``
-        False) or one per member (fields stacked on a first dimension of size M).
-        ``randomness``: vmap's (``"same"``: one draw of the global generator for every
-        member; ``"error"``: no draw may happen outside ``pack_dropout``)."""
+        False) or one per member (fields stacked on a first dimension of size M). Training
+        needs ``masks`` (its keys one per member): every dropout call draws from them, and
+        nothing may draw from a random generator (``vmap``'s ``randomness="error"``)."""
         self.template.train(train)
+        if train and masks is None:
+            raise ValueError("FusedMembers: a training forward needs its dropout masks")
 
-        def one(params, buffers, batch):
+        def one(params, buffers, batch, keys):
+            if masks is not None:
+                masks.forward(keys)  # this member's key, vmap-batched
             out = functional_call(self.template, (params, buffers), args=(), kwargs=batch)
             return out.loss, out.logits
 
+        keys = masks.keys if masks is not None else torch.zeros(self.members, device=self.device)
         with warnings.catch_warnings():
             # functorch's notice that an operator falls back to a loop over members
             # (measured, and said in this module's docstring)
             warnings.filterwarnings("ignore", "There is a performance drop", UserWarning)
-            return vmap(one, in_dims=(0, None, 0 if per_member else None),
-                        randomness=randomness)(self.params(), self.buffers, batch)
+            return vmap(one, in_dims=(0, None, 0 if per_member else None, 0),
+                        randomness="error")(self.params(), self.buffers, batch, keys)
 
     def member_state(self, i: int) -> dict[str, torch.Tensor]:
         """Member i's weights, named as in the model's ``state_dict``."""
@@ -278,7 +293,8 @@ class PackOptimizer:
     to those rows."""
 
     def __init__(self, fused: FusedMembers, lrs: list[dict[str, float]],
-                 rows: torch.Tensor | None, opt: Optimization, total_steps: int):
+                 rows: torch.Tensor | None, opt: Optimization, total_steps: int,
+                 capturable: bool = False):
         self.fused = fused
         self.rows = None if rows is None else rows.to(fused.device)
         data = fused.flat.detach()
@@ -307,13 +323,17 @@ class PackOptimizer:
                     view = self.table_rows[m]
                     self.entries.append((view, ("rows", m)))
                     groups.setdefault(member[fused.rows_name], []).append(view)
-        self.optimizer = make_optimizer([{"params": p, "lr": lr} for lr, p in groups.items()],
-                                        fused.device.type)
+        # captured in a CUDA graph (``PackStep``), the learning rates are device tensors the
+        # scheduler fills and the kernel reads
+        self.optimizer = make_optimizer(
+            [{"params": p, "lr": torch.tensor(lr, device=fused.device) if capturable else lr}
+             for lr, p in groups.items()], fused.device.type, capturable=capturable)
         self.scheduler = make_scheduler(self.optimizer, opt, total_steps)
 
     @torch.no_grad()
     def step(self) -> None:
-        """Clip each member's gradient, take one AdamW step, move the schedule on."""
+        """Clip each member's gradient and take one AdamW step (``advance`` then moves the
+        schedule on: outside a captured step)."""
         fused = self.fused
         flat_grad = fused.flat.grad
         norms = [torch.linalg.vector_norm(flat_grad, dim=1)]
@@ -340,10 +360,15 @@ class PackOptimizer:
         self.optimizer.step()
         if self.rows is not None:
             fused.table.detach().index_copy_(1, self.rows, self.table_rows)
-        self.scheduler.step()
         for tensor, _ in self.entries:
             tensor.grad = None
         fused.flat.grad = None
+
+    def advance(self) -> None:
+        """The next step's learning rates."""
+        with warnings.catch_warnings():  # a tensor learning rate filled in place: intended
+            warnings.simplefilter("ignore")
+            self.scheduler.step()
 
 
 def _pad(batch: dict[str, torch.Tensor], length: int, pad_id: int) -> dict[str, torch.Tensor]:
@@ -368,14 +393,22 @@ def additive_mask(mask: torch.Tensor, dtype: torch.dtype = torch.float32) -> tor
         mask == 0, torch.finfo(dtype).min)[..., None, None, :]
 
 
+def bucket_length(length: int, bucket: int, most: int) -> int:
+    """``length`` rounded up to a multiple of ``bucket`` tokens, at most ``most``: the padded
+    lengths a graphed pack captures one CUDA graph each for (``PackStep``)."""
+    return min(most, -(-length // bucket) * bucket) if bucket > 1 else length
+
+
 class SeedBatches:
     """The training steps of a pack: each seed's own batches (its ``batch_loader``, as its
-    trial draws them), padded per step to the longest, stacked per member. Iterating yields
-    (batch, each seed's length, the padded length, each seed's real tokens); with one seed
-    the batch is that seed's own, shared by every member."""
+    trial draws them), padded per step to the longest (rounded up to a multiple of
+    ``bucket`` tokens), stacked per member. Iterating yields (batch, each seed's real
+    tokens); with one seed and ``bucket`` 1 the batch is that seed's own, shared by every
+    member, and the model masks its padding itself; otherwise the attention mask is the 4-D
+    additive one eager attention takes as given (``additive_mask``)."""
 
     def __init__(self, trains: Sequence[Encoded], seeds: Sequence[int], opt: Optimization,
-                 member_seed: Sequence[int], device: torch.device):
+                 member_seed: Sequence[int], device: torch.device, bucket: int = 1):
         self.trains = list(trains)
         self.loaders = [batch_loader(len(t), opt.batch_size, s, collate=t.collate,
                                      lengths=t.lengths.tolist() if opt.length_grouped else None)
@@ -383,27 +416,97 @@ class SeedBatches:
         if len({len(loader) for loader in self.loaders}) != 1:
             raise ValueError("train_pack: the seeds' train subsets differ in size")
         self.index = torch.tensor(list(member_seed), dtype=torch.long)
-        self.device = device
+        self.device, self.bucket, self.most = device, bucket, opt.max_seq_length
 
     def __len__(self) -> int:
         return len(self.loaders[0])
 
     def __iter__(self):
         for batches in zip(*self.loaders, strict=True):
-            lengths = [b["input_ids"].shape[1] for b in batches]
-            padded = max(lengths)
             tokens = [int(b["attention_mask"].sum()) for b in batches]
-            if len(batches) == 1:  # one batch for every member, as its trials see it
+            padded = bucket_length(max(b["input_ids"].shape[1] for b in batches), self.bucket,
+                                   max(self.most, *(b["input_ids"].shape[1] for b in batches)))
+            if len(batches) == 1 and self.bucket == 1:  # as its trials see it
                 yield ({k: v.to(self.device, non_blocking=True) for k, v in batches[0].items()},
-                       lengths, padded, tokens)
+                       tokens)
                 continue
             stacked = {name: torch.stack([_pad(b, padded, t.pad_id)[name] for b, t in
                                           zip(batches, self.trains, strict=True)])
                        for name in batches[0]}
             stacked["attention_mask"] = additive_mask(stacked["attention_mask"])
+            if len(batches) == 1:
+                shared = {k: v[0] for k, v in stacked.items()}
+                yield {k: v.to(self.device, non_blocking=True) for k, v in shared.items()}, tokens
+                continue
             members = {k: v.index_select(0, self.index) for k, v in stacked.items()}
             yield ({k: v.to(self.device, non_blocking=True) for k, v in members.items()},
-                   lengths, padded, tokens)
+                   tokens)
+
+
+class PackStep:
+    """One training step of a pack: every member's forward and backward pass, clipping and
+    AdamW (``PackOptimizer.step``); returns the members' losses (fp32, on the device).
+
+    With ``graphs`` (CUDA), each batch shape (batch size, padded length) is captured once as
+    a CUDA graph and replayed after: its first step runs eagerly on a side stream (warming
+    cuBLAS, Triton and the optimizer's state), its second is captured and replayed, and from
+    then on the host copies the batch into the graph's input buffers and issues one replay,
+    instead of the thousands of operators ``vmap`` dispatches. All shapes share one memory
+    pool; the dropout step and the learning rates are device tensors the graph reads, so a
+    replay computes exactly what the eager step of that shape computes. ``captured`` counts
+    the graphs, ``fallback`` says why graphs were not used where they were asked for."""
+
+    def __init__(self, fused: FusedMembers, optimizer: PackOptimizer, masks: CounterDropout,
+                 autocast, per_member: bool, graphs: bool = False):
+        self.fused, self.optimizer, self.masks = fused, optimizer, masks
+        self.autocast, self.per_member = autocast, per_member
+        self.graphs = graphs and fused.device.type == "cuda"
+        self.seen: dict[tuple, int] = {}
+        self.captured: dict[tuple, tuple] = {}
+        self.pool = torch.cuda.graph_pool_handle() if self.graphs else None
+        self.fallback: str | None = None
+
+    def _eager(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        with self.autocast, self.masks:
+            losses, _ = self.fused(batch, train=True, per_member=self.per_member,
+                                   masks=self.masks)
+        losses = losses.float()
+        losses.sum().backward()  # members are independent: each gets its own gradient
+        self.optimizer.step()
+        return losses.detach()
+
+    def __call__(self, batch: dict[str, torch.Tensor], step: int) -> torch.Tensor:
+        self.masks.step.fill_(step)
+        if not self.graphs:
+            return self._eager(batch)
+        key = tuple((k, tuple(v.shape)) for k, v in sorted(batch.items()))
+        if key in self.captured:
+            graph, inputs, losses = self.captured[key]
+            for name, value in batch.items():
+                inputs[name].copy_(value, non_blocking=True)
+            graph.replay()
+            return losses
+        count = self.seen[key] = self.seen.get(key, 0) + 1
+        if count == 1:  # warm: eager, on a side stream as graph capture wants
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                losses = self._eager(batch)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.empty_cache()  # its activations' memory, for the graph's pool
+            return losses
+        inputs = {name: value.clone() for name, value in batch.items()}
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, pool=self.pool):
+                losses = self._eager(inputs)
+        except RuntimeError as e:  # an operator that cannot be captured: stay eager
+            self.graphs, self.fallback = False, f"CUDA graphs off ({e})".splitlines()[0]
+            self.fused.flat.grad = None
+            return self._eager(batch)
+        self.captured[key] = (graph, inputs, losses)
+        graph.replay()
+        return losses
 
 
 def _evaluate_members(fused: FusedMembers, devs: dict[str, Encoded], task: str,
@@ -461,6 +564,7 @@ def train_pack(
     log_every: int = 0,
     every_epoch: bool = True,
     keep_weights: bool = False,
+    graphs: bool | None = None,
 ) -> tuple[list[MemberOutcome], TrainSetup]:
     """Finetune ``models`` (member i built from ``configs[i]``, all of one ``pack_key``) as
     one pack; ``train_split`` is each seed's train subset (a mapping seed -> split; one split
@@ -472,7 +576,10 @@ def train_pack(
     not diverge.
 
     An epoch's ``train_time_s`` and ``eval_time_s`` are the pack's wall time divided among
-    the members it ran (each member's share of the device)."""
+    the members it ran (each member's share of the device). ``graphs``: replay each batch
+    shape's step as a CUDA graph (``PackStep``; default: on CUDA, padding each step to a
+    multiple of ``GRAPH_BUCKET`` tokens); ``setup.notes`` says if graphs had to be turned
+    off."""
     keys = {pack_key(c) for c in configs}
     if len(keys) != 1 or not all(packable(c) for c in configs):
         raise ValueError("train_pack: the configs do not share one pack_key")
@@ -487,88 +594,86 @@ def train_pack(
     device = accelerator.device
     if device.type == "cpu":
         retain_freed_memory()
-    streams_wanted = mixes_seeds(configs[0].model)
     models = iter(models)
     first = next(models)
     rows = embedding_rows(first, trains)
-    fused = FusedMembers(first, len(configs), device, rows=None if rows is None else rows[0],
-                         eager=streams_wanted)
+    fused = FusedMembers(first, len(configs), device, rows=None if rows is None else rows[0])
     lrs = []
     for config, model in zip(configs, _chain(first, models), strict=True):
         lrs.append(member_lrs(model, config))
         fused.add(model)
     del first, model
     fused.start()
-    batches = SeedBatches(trains, seeds, opt, member_seed, device)
+    graphed = device.type == "cuda" if graphs is None else graphs and device.type == "cuda"
+    batches = SeedBatches(trains, seeds, opt, member_seed, device,
+                          bucket=GRAPH_BUCKET if graphed else 1)
     total_steps = opt.epochs * len(batches)
-    optimizer = PackOptimizer(fused, lrs, None if rows is None else rows[1], opt, total_steps)
-    autocast = (torch.autocast(device.type, dtype=torch.bfloat16)
+    optimizer = PackOptimizer(fused, lrs, None if rows is None else rows[1], opt, total_steps,
+                              capturable=graphed)
+    # a captured step must cast its weights inside the graph: no cast cached across steps
+    autocast = (torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=not graphed)
                 if setup.precision == "bf16" else contextlib.nullcontext())
-    streams = DropoutStreams.of([derive_seed(s, "dropout") for s in seeds], member_seed, device)
-    if not streams_wanted:  # one seed: the model's own dropout draws from the trial's stream
-        torch.manual_seed(derive_seed(seeds[0], "dropout"))
+    masks = CounterDropout(keys_tensor([c.seed for c in configs], device),
+                           torch.zeros((), dtype=torch.int64, device=device), opt.max_seq_length)
+    train_step = PackStep(fused, optimizer, masks, autocast, per_member=len(seeds) > 1,
+                          graphs=graphed)
     setup.setup_s = time.perf_counter() - began
     live = set(range(len(configs)))  # members still training (the dead ones are not reported)
     outcomes = [MemberOutcome([]) for _ in configs]
     step = 0
-    with (contextlib.nullcontext() if streams_wanted else exact_on(device, [fused.template])):
-        for epoch in range(1, opt.epochs + 1):
-            start = time.perf_counter()
-            loss_sum = torch.zeros(len(configs), device=device)
-            seed_tokens = [0] * len(seeds)
-            logged: list[tuple[int, torch.Tensor, float]] = []
-            for batch, lengths, padded, tokens in batches:
-                seed_tokens = [a + b for a, b in zip(seed_tokens, tokens, strict=True)]
-                streams.lengths, streams.padded = lengths, padded
-                with autocast, (intercept(streams) if streams_wanted
-                                else contextlib.nullcontext()):
-                    losses, _ = fused(batch, train=True, per_member=len(seeds) > 1,
-                                      randomness="error" if streams_wanted else "same")
-                losses = losses.float()
-                losses.sum().backward()  # members are independent: each gets its own gradient
-                lr = opt.lr * schedule_factor(step, total_steps, opt.schedule, opt.warmup_ratio)
-                optimizer.step()
-                loss_sum += losses.detach()
-                step += 1
-                if log_every and step % log_every == 0:
-                    logged.append((step, losses.detach(), lr))
-            train_losses = [v / len(batches) for v in loss_sum.tolist()]  # the loop's division
-            train_time = (time.perf_counter() - start) / len(live)
-            for i, v in enumerate(train_losses):
-                if i in live and not math.isfinite(v):
-                    outcomes[i].error = diverged_loss_text(epoch, v, opt.lr)
-                    live.discard(i)
-            if not live:
-                break
-            start = time.perf_counter()
-            if every_epoch or epoch == opt.epochs:
-                evaluated = _evaluate_members(fused, devs, task, device,
-                                              bf16=setup.precision == "bf16")
-            else:
-                evaluated = [(math.nan, {})] * len(configs)
-            eval_time = (time.perf_counter() - start) / len(live)
-            step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
-            for i in sorted(live):
-                eval_loss, scores = evaluated[i]
-                bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
-                       if not math.isfinite(value)} if scores else {}
-                if bad:
-                    outcomes[i].error = diverged_eval_text(epoch, bad, train_losses[i])
-                    live.discard(i)
-                    continue
-                result = EpochResult(epoch, train_losses[i], eval_loss, scores, train_time,
-                                     eval_time, trains[member_seed[i]].num_examples,
-                                     seed_tokens[member_seed[i]],
-                                     [(s, row[i], lr) for (s, _, lr), row in
-                                      zip(logged, step_losses, strict=True)])
-                outcomes[i].results.append(result)
-                if on_epoch is not None:
-                    on_epoch(i, result, setup)
-            if not live:
-                break
-        if keep_weights:
-            for i in live:
-                outcomes[i].weights = fused.member_state(i)
+    for epoch in range(1, opt.epochs + 1):
+        start = time.perf_counter()
+        loss_sum = torch.zeros(len(configs), device=device)
+        seed_tokens = [0] * len(seeds)
+        logged: list[tuple[int, torch.Tensor, float]] = []
+        for batch, tokens in batches:
+            seed_tokens = [a + b for a, b in zip(seed_tokens, tokens, strict=True)]
+            losses = train_step(batch, step)
+            optimizer.advance()
+            lr = opt.lr * schedule_factor(step, total_steps, opt.schedule, opt.warmup_ratio)
+            loss_sum += losses
+            step += 1
+            if log_every and step % log_every == 0:
+                logged.append((step, losses.clone(), lr))
+        if train_step.fallback and train_step.fallback not in setup.notes:
+            setup.notes.append(train_step.fallback)
+        train_losses = [v / len(batches) for v in loss_sum.tolist()]  # the loop's division
+        train_time = (time.perf_counter() - start) / len(live)
+        for i, v in enumerate(train_losses):
+            if i in live and not math.isfinite(v):
+                outcomes[i].error = diverged_loss_text(epoch, v, opt.lr)
+                live.discard(i)
+        if not live:
+            break
+        start = time.perf_counter()
+        if every_epoch or epoch == opt.epochs:
+            evaluated = _evaluate_members(fused, devs, task, device,
+                                          bf16=setup.precision == "bf16")
+        else:
+            evaluated = [(math.nan, {})] * len(configs)
+        eval_time = (time.perf_counter() - start) / len(live)
+        step_losses = torch.stack([v for _, v, _ in logged]).tolist() if logged else []
+        for i in sorted(live):
+            eval_loss, scores = evaluated[i]
+            bad = {name: value for name, value in {"dev loss": eval_loss, **scores}.items()
+                   if not math.isfinite(value)} if scores else {}
+            if bad:
+                outcomes[i].error = diverged_eval_text(epoch, bad, train_losses[i])
+                live.discard(i)
+                continue
+            result = EpochResult(epoch, train_losses[i], eval_loss, scores, train_time,
+                                 eval_time, trains[member_seed[i]].num_examples,
+                                 seed_tokens[member_seed[i]],
+                                 [(s, row[i], lr) for (s, _, lr), row in
+                                  zip(logged, step_losses, strict=True)])
+            outcomes[i].results.append(result)
+            if on_epoch is not None:
+                on_epoch(i, result, setup)
+        if not live:
+            break
+    if keep_weights:
+        for i in live:
+            outcomes[i].weights = fused.member_state(i)
     return outcomes, setup
 
 

@@ -154,4 +154,4 @@ def train_probe(
     objective = Probe(model, train_split, dev, task, layer)
     return train(objective, dataclasses.replace(opt, length_grouped=False), use_gpu=use_gpu,
                  on_epoch=on_epoch, resume=resume, log_every=log_every,
-                 every_epoch=every_epoch, exact=False)  # never in a pack
+                 every_epoch=every_epoch)

@@ -58,7 +58,7 @@ def train_intermediate(config: TrialConfig, path: Path, *, data_dir=None,
                                      config.train_size, config.seed, data_dir,
                                      allow_subset=allow_subset)
     model = build_model(config)
-    results, setup = finetune_config(model, train, dev, config, use_gpu=use_gpu, exact=False)
+    results, setup = finetune_config(model, train, dev, config, use_gpu=use_gpu)
     state = {k: v.detach().to("cpu", copy=True).contiguous() for k, v in model.state_dict().items()}
     meta: dict[str, Any] = {
         "config": config.to_dict(),

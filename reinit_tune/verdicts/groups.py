@@ -26,12 +26,13 @@ EMPTY = pd.Series([], dtype=np.float64)
 # How the group's runs were trained, as the sweep flags that reproduce it (a command that adds
 # seeds to a group must train them alike, whatever the defaults are where it runs).
 RUN_FLAGS = ("lr", "batch_size", "epochs", "max_seq_length", "precision")
-# The columns a verdict reads (``store.load_trials(columns=...)``).
-COLUMNS = ("trial_id", "status", "experiment", "task", "train_size", "train_fraction",
-           "train_examples", "seed", "score", "metric", "model", "num_layers", "lr",
-           "batch_size", "epochs", "max_seq_length", "precision", "length_grouped",
-           "init_scheme", "schedule", "warmup_ratio", "data_fingerprint", "data_subset",
-           "model_fingerprint", "reused_from", "majority_score", *SURGERY_FIELDS)
+# The columns a verdict reads (``store.load_trials(columns=...)``): what it computes on, and
+# every field that makes two runs different experiments (``frames.identity_fields``), so a
+# field added to the config keeps its runs apart here as in every figure.
+COLUMNS = tuple(dict.fromkeys((
+    "trial_id", "status", "experiment", "task", "train_size", "train_fraction",
+    "train_examples", "seed", "score", "metric", "model", "num_layers", "data_subset",
+    "reused_from", "majority_score", *SURGERY_FIELDS, *frames.identity_fields())))
 
 
 @dataclass(frozen=True)

@@ -277,3 +277,27 @@ def test_runs_on_a_local_subset_are_labelled_as_such(synth, tmp_path):
     _, _, table = progressive.plot_progressive(synth.load().trials, tmp_path)
     assert set(table["size"]) == {"10% (subset: 9999)"}
     assert "local subset of the official train split" in table.attrs["caption"]
+
+
+def test_runs_of_another_dropout_definition_are_never_pooled(synth, tmp_path):
+    """Rows of reinit-tune 0.2 and earlier drew their dropout masks from a generator
+    ("stream", what a stored row without the column reads as); this version's draw
+    stateless ones: other numbers, so another configuration in every figure and table."""
+    import pyarrow.parquet as pq
+
+    for seed in SEEDS:
+        synth.add("progressive", "sst2", 0.7 + seed * JITTER, seed=seed)
+        old = synth.add("progressive", "sst2", 0.6 + seed * JITTER, seed=seed,
+                        dropout="stream")
+        path = synth.root / "trials" / f"{old}.parquet"  # as 0.2 wrote it: no such column
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns(["dropout"]), path)
+    rows = frames.ok(synth.load().trials)
+    assert set(rows["dropout"].fillna("stream")) == {"stream", "counter-v1"}
+    split = frames.split(rows, ("task", "train_size"), ("reinit_layers",))
+    assert split.attrs["split"] == ["dropout"]
+    assert set(split["task"]) == {"sst2 · stream dropout masks",
+                                  "sst2 · counter-v1 dropout masks"}
+    means = split.groupby("task")["score"].mean()
+    assert means["sst2 · stream dropout masks"] == pytest.approx(0.6 + JITTER / 2)
+    assert means["sst2 · counter-v1 dropout masks"] == pytest.approx(0.7 + JITTER / 2)

@@ -105,8 +105,12 @@ def test_dry_run_calibrates_on_request(capsys, no_ray, tiny_bert, glue_dir):
     assert "calibrated here" in out and "one after another on this machine's CPU" in out
     assert "not calibrated" not in out
     assert math.isfinite(hours(out)) and hours(out) > 0
-    # the estimate's last line is its own, not a dump of its per-trial seconds
-    assert "{" not in out and out.rstrip().splitlines()[-1].startswith("estimated cost:")
+    # the estimate's lines are its own, not a dump of its per-trial seconds; the last says
+    # what was measured
+    lines = out.rstrip().splitlines()
+    assert "{" not in out and lines[-2].startswith("estimated cost:")
+    assert re.fullmatch(r"calibrated: .*tiny-bert\S* fp32, a trial: [\d.]+ ms a step \+ [\d.]+ "
+                        r"us a token, evaluation [\d.]+ us a token, setup [\d.]+ s", lines[-1])
 
 
 def test_unknown_width_gives_no_estimate_but_the_dry_run_works(capsys, no_ray):
@@ -209,3 +213,41 @@ def test_a_gpu_dry_run_calibrates_a_pack_of_the_size_it_forms(capsys, no_ray, ti
     found, count, largest = gpu_hours(out)
     assert sizes == [3] and (count, largest) == (2, 3) and found > 0  # 6 trials: 3 + 3
     assert "calibrated here" in out
+
+
+def test_a_gpu_dry_run_says_its_wall_time_its_gpu_share_and_what_it_extrapolates(
+        capsys, no_ray, monkeypatch):
+    """003's grid as GPU packs from the recorded table: GPU-hours; the wall time no number of
+    GPUs beats (its longest pack, named); at half a GPU a pack, the same GPU-hours and packs
+    up to twice as long; and where the recorded costs are applied beyond what they were
+    measured on (packs larger than 28 members, more than 3 seeds a pack, fp32 from bf16)."""
+    monkeypatch.delenv("REINIT_TUNE_DATA")
+    out = dry_run(capsys, "--gpus-per-trial", "1")
+    wall = re.search(r"wall time: at least (\d+) min, its longest pack \((\d+) trials of "
+                     r"(\w+) at (\d+) examples, 3 epochs, bf16\); no number of GPUs finishes "
+                     "sooner", out)
+    assert wall, out[-2000:]
+    assert wall.group(3) == "qnli" and wall.group(4) == "50000"  # the longest split
+    match = re.search(r"estimated cost: ([\d.]+) GPU-hours", out)
+    assert float(match.group(1)) * 60 > int(wall.group(1))  # the whole grid outlasts a pack
+    assert re.search(r"extrapolated beyond what was measured: packs of up to \d+ members from "
+                     r"28; up to \d+ seeds a pack from 3", out), out[-1500:]
+    # the wall time is the longest pack's own sum, computed from the estimate's trials
+    captured = {}
+    real = cost.sweep_estimate
+
+    def spy(*args, **kwargs):
+        captured["estimate"] = real(*args, **kwargs)
+        captured["packs"] = kwargs["packs"]
+        return captured["estimate"]
+
+    monkeypatch.setattr(cost, "sweep_estimate", spy)
+    half = dry_run(capsys, "--gpus-per-trial", "0.5")
+    estimate = captured["estimate"]
+    longest = max(cost.PACK_SETUP_S + sum(estimate.per_trial_s[c.trial_id] for c in p)
+                  for p in captured["packs"])
+    assert estimate.wall_s == pytest.approx(longest) and estimate.gpus_per_pack == 0.5
+    assert "at --gpus-per-trial 0.5 2 packs share a GPU: the GPU-hours are the same work, " \
+           "each pack up to 2x longer" in half
+    fp32 = dry_run(capsys, "--gpus-per-trial", "1", "--precision", "fp32")
+    assert "fp32 from another precision's costs (none recorded for fp32)" in fp32

@@ -4,6 +4,7 @@ and a pack run through ``execute_pack`` reporting each member as its unpacked tr
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -74,7 +75,6 @@ def test_auto_pack_size_is_1_on_cpus_and_fills_the_free_gpu_memory_it_measured()
     shapes = {"bert-base-uncased": BERT_BASE}
     assert resolve_pack_size("auto", configs, shapes, gpus_per_trial=0) == 1
     assert resolve_pack_size(3, configs, shapes, gpus_per_trial=0) == 3
-    assert resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: None) == 1
     assert configs[0].precision == "fp32"
     each = packs.member_bytes(BERT_BASE, 8, 128, bf16=False)
     assert 1.5 * GIB < each < 3 * GIB  # ~110 M parameters x 16 bytes, plus activations
@@ -91,6 +91,101 @@ def test_auto_pack_size_is_1_on_cpus_and_fills_the_free_gpu_memory_it_measured()
                              gpus=8) == 10  # ceil(78 / 8)
     bf16 = [c.replace(precision="bf16") for c in configs]
     assert packs.fit_configs(bf16, shapes, 139 * GIB) < h200  # and its bf16 weight copies
+
+
+def test_auto_pack_size_on_an_autoscaling_cluster_plans_for_the_gpu_its_nodes_name(
+        caplog, tmp_path):
+    """No GPU node is up when the sweep plans (the autoscaler starts them as trials queue):
+    packs are planned for the GPU the node types name (an accelerator_type resource or the
+    instance type of ``ray up``'s file: the repository's cluster.yaml names g5 and p4d
+    workers, A10G and A100 of 24 and 40 GB), else for the recorded table's GPU, and said
+    so, never silently one trial a GPU."""
+    import shutil
+
+    from reinit_tune.sweep import cluster, cost
+    from tests.helpers import REPO
+
+    configs = grid() * 3
+    shapes = {"bert-base-uncased": BERT_BASE}
+    with caplog.at_level("WARNING", logger="reinit_tune"):
+        a10g = resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: None,
+                                 gpu_types=lambda: ["A10G"])
+    assert a10g == packs.fit_configs(configs, shapes, int(24e9 * 0.97)) > 4
+    assert "packs planned for a A10G's memory" in caplog.text
+    assert f"({a10g} trials a pack)" in caplog.text
+    recorded = resolve_pack_size("auto", configs, shapes, 1, free_bytes=lambda: None,
+                                 gpu_types=lambda: [])
+    assert recorded == packs.fit_configs(configs, shapes, cost.RECORDED_GPU_FREE) > a10g
+    assert "NVIDIA H200's memory (no node type names its GPU)" in caplog.text
+    # ray up's file: the GPU worker types' instance types, the smaller GPU planned for
+    config = tmp_path / "bootstrap.yaml"
+    shutil.copy(REPO / "cluster.yaml", config)
+    from unittest import mock
+
+    with mock.patch.object(cluster, "autoscaler_node_types", lambda path=None: None):
+        names = cluster.scalable_gpu_types(config)
+    assert names == ["g5.4xlarge", "p4d.24xlarge"]
+    assert packs.planned_free_bytes(names) == (int(24e9 * 0.97),
+                                               "a g5.4xlarge's memory, as its node type names it")
+    # Ray's own accelerator_type resources win over instance types
+    with mock.patch.object(cluster, "autoscaler_node_types", lambda path=None: {
+            "gpu": {"CPU": 8.0, "GPU": 1.0, "accelerator_type:H100": 1.0}, "head": None}):
+        assert cluster.scalable_gpu_types(config) == ["H100"]
+
+
+MIXED_CLUSTER = """
+import json, os, subprocess, sys
+from ray.cluster_utils import Cluster
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
+cluster.add_node(num_cpus=2, num_gpus=0)
+done = subprocess.run([sys.executable, "-m", "reinit_tune.cli", "sweep", "progressive",
+                       *sys.argv[1:]], env={**os.environ, "RAY_ADDRESS": cluster.address},
+                      capture_output=True, text=True, timeout=400)
+cluster.shutdown()
+print(json.dumps({"code": done.returncode, "out": done.stdout + done.stderr}))
+"""
+
+
+def test_a_gpu_worker_that_cannot_use_cuda_stops_naming_its_node(tiny_bert, glue_dir,
+                                                                   tmp_path):
+    """A mixed cluster on this CPU machine (Ray's simulated resources: a node that
+    advertises one GPU and a CPU-only one): the default command sees the GPU and plans GPU
+    trials; the worker Ray gives the GPU finds no CUDA in its PyTorch and refuses in one
+    line naming its node, instead of training the GPU-sized pack on its CPUs; the sweep
+    stops with nothing stored as ok."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    from reinit_tune import store
+    from reinit_tune.sweep.trial import worker_device
+    from tests.helpers import REPO
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: its GPU worker would train")
+    assert worker_device({"CPU": 1.0}) is False
+    results = tmp_path / "store"
+    done = subprocess.run(
+        [sys.executable, "-c", MIXED_CLUSTER, "--model", tiny_bert, "--tasks", "rte",
+         "--sizes", "16", "--seeds", "2", "--epochs", "1", "--k", "0", "4", "--results",
+         str(results), "--data-dir", str(glue_dir), "--max-failures", "0"], cwd=REPO,
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "RAY_AUTH_MODE": "disabled"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run["out"]
+    assert "GPU trials: 1 GPU per pack of trials (1 GPU in the Ray cluster" in out, out[-3000:]
+    assert run["code"] != 0
+    trials = store.load_trials(results)
+    assert len(trials) >= 1 and set(trials["status"]) == {"error"}
+    message = trials["error"].iloc[0]
+    assert re.fullmatch(r"node \S+ \([\d.]+\) was given 1 GPU by Ray, but its PyTorch is "
+                        r"built without CUDA; install a CUDA build of PyTorch on it, or start "
+                        r"it with --num-gpus 0 so only CPU trials go there", message), message
+    assert message.splitlines()[0] in out
 
 
 @pytest.mark.usefixtures("one_thread")
@@ -119,10 +214,12 @@ def test_execute_pack_reports_each_member_as_its_unpacked_trial(tiny_bert, glue_
 
 @pytest.mark.usefixtures("one_thread")
 def test_a_pack_too_big_for_its_gpu_is_split_and_no_member_fails(tiny_bert, glue_dir,
-                                                                 monkeypatch):
+                                                                 monkeypatch, tmp_path):
     """A pack that runs out of GPU memory trains again as two halves; one larger than the
     worker's free memory holds trains as smaller packs from the start. Each split is said
-    once, every member ends as its trial alone would, and no epoch is reported twice."""
+    once, every member ends as its trial alone would, every report names the pack that
+    trained it and how it came to be, and the store keeps a member's epochs from one run:
+    the halves' (member 0 reported epoch 1 before the split, and again after it)."""
     import torch
 
     base = TrialConfig(tiny_bert, "rte", train_size=16, seed=2, epochs=2, lr=3e-4,
@@ -142,14 +239,46 @@ def test_a_pack_too_big_for_its_gpu_is_split_and_no_member_fails(tiny_bert, glue
         return real(models, members, *args, on_epoch=on_epoch, **kwargs)
 
     monkeypatch.setattr(packs, "train_pack", tight)
-    seen, said = [], []
-    got = packs.execute_pack(configs, data_dir=str(glue_dir), use_gpu=False,
-                             report=lambda tid, record: seen.append((tid, record.epoch)),
+    seen, said, records = [], [], []
+    split = "a pack of 4 trials ran out of GPU memory; trained as packs of 2 and 2"
+
+    def report(tid, record):
+        seen.append((tid, record.epoch, record.pack_size, record.pack_history))
+        records.append(record)
+
+    got = packs.execute_pack(configs, data_dir=str(glue_dir), use_gpu=False, report=report,
                              on_split=said.append)
     assert sizes == [4, 2, 2]
-    assert said == ["a pack of 4 trials ran out of GPU memory; trained as packs of 2 and 2"]
-    assert sorted(seen) == sorted((c.trial_id, e) for c in configs for e in (1, 2))
+    assert said == [split]
+    first = configs[0].trial_id
+    assert seen[0] == (first, 1, 4, None)  # the run the split ended
+    assert sorted(seen[1:]) == sorted((c.trial_id, e, 2, split) for c in configs
+                                      for e in (1, 2))
     assert all(error is None for _, error in got.values())
+
+    # the store's writer keeps member 0's epochs of the halves' run only
+    from types import SimpleNamespace
+
+    from reinit_tune import store
+    from reinit_tune.sweep.summary import SweepSummary
+    from reinit_tune.sweep.writer import StoreWriter
+
+    results = tmp_path / "store"
+    writer = StoreWriter(results, {c.trial_id: c for c in configs},
+                         SweepSummary("pack", results, total=4), {tiny_bert: 4},
+                         packs={"p": [c.trial_id for c in configs]})
+    trial = SimpleNamespace(config={"trial": {"trial_id": "p"}}, num_failures=0,
+                            error_file=None, checkpoint=None, trial_id="p")
+    stale = dataclasses.replace(records[0], epochs=(dataclasses.replace(
+        records[0].epochs[0], train_loss=123.0),))
+    for record in [stale, *records[1:]]:
+        writer.on_trial_result(0, [], trial, {"outcome": record.to_report()})
+    writer.on_trial_complete(0, [], trial)
+    epochs = store.load_epochs(results)
+    mine = epochs[epochs["trial_id"] == first]
+    assert sorted(mine["epoch"]) == [1, 2] and 123.0 not in set(mine["train_loss"])
+    rows = store.load_trials(results).set_index("trial_id")
+    assert set(rows["pack_size"]) == {2} and set(rows["pack_history"]) == {split}
 
     # larger than the worker's GPU holds: cut before anything trains
     monkeypatch.setattr(packs, "train_pack", real)

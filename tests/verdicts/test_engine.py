@@ -260,6 +260,18 @@ def test_two_learning_rates_give_two_labelled_verdicts(tmp_path):
     assert all(r.n_min == 5 for r in rows)  # 5 seeds each: nothing pooled
 
 
+def test_runs_of_two_dropout_definitions_give_two_labelled_verdicts(tmp_path):
+    """Rows of reinit-tune 0.2 ("stream" masks) beside this version's: two verdicts, never
+    one pooled over both."""
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9})
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.6, 6: 0.9}, dropout="stream")
+    rows = [r for r in verdicts(tmp_path, "003-C1") if r.task == "sst2"]
+    assert sorted((r.differs.get("dropout"), r.verdict) for r in rows) == [
+        ("counter-v1", "supported"), ("stream", "contradicted")]
+    assert all(r.n_min == 5 for r in rows)
+
+
 def test_a_24_layer_model_maps_the_first_three_layers_to_six(tmp_path):
     synth = SyntheticStore(tmp_path)
     plant_progressive(synth, "sst2", 50_000, {0: 0.5, 6: 0.8, 24: 0.9}, layers=24,
