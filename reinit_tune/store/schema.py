@@ -102,7 +102,7 @@ _TRIAL_ORDER = (
     "resumed_from_epoch", "versions", "git_commit", "git_dirty", "finished_at",
     "majority_score", "chance_score", "reused_from", "data_subset", "data_fingerprint",
     "data_source", "model_fingerprint", "gpu_memory_start_bytes", "gpu_memory_peak_bytes",
-    "worker_pid",
+    "worker_pid", "pack_size", "pack_history",
 )
 _EPOCH_ORDER = (
     "trial_id", "experiment", "task", "epoch", "train_loss", "eval_loss", "metric", "score",

@@ -191,19 +191,21 @@ def resolve_pack_size(pack_size: int | str, configs: list[TrialConfig],
     if gpus_per_trial <= 0 or not configs:
         return 1
     free = (free_bytes or gpu_free_bytes)()
+    planned = None
     if free is None:
         from reinit_tune.sweep.cluster import scalable_gpu_types
 
-        free, which = planned_free_bytes((gpu_types or scalable_gpu_types)())
-        log.warning("--pack-size auto: no GPU of the cluster could measure its free memory; "
-                    "packs planned for %s (%s a pack); a worker whose GPU holds fewer trains "
-                    "its pack in parts (--pack-size N sets the size)", which,
-                    counted(fit_configs(configs, shapes, int(free * min(1.0, gpus_per_trial))),
-                            "trial"))
+        free, planned = planned_free_bytes((gpu_types or scalable_gpu_types)())
     fit = fit_configs(configs, shapes, int(free * min(1.0, gpus_per_trial)))
     slots = max(1, int(gpus / gpus_per_trial))
     packable_trials = sum(packable(c) for c in configs)
-    return max(1, min(fit, math.ceil(packable_trials / slots)))
+    size = max(1, min(fit, math.ceil(packable_trials / slots)))
+    if planned is not None:
+        log.warning("--pack-size auto: no GPU of the cluster could measure its free memory; "
+                    "packs of up to %s planned for %s; a worker whose GPU holds fewer trains "
+                    "its pack in parts (--pack-size N sets the size)",
+                    counted(size, "trial"), planned)
+    return size
 
 
 def cuda_free_bytes() -> int | None:

@@ -174,9 +174,11 @@ def counter_dropout(x: Tensor, keys: Tensor, step: Tensor, call: int, p: float,
 def _cuda(x: Tensor, keys: Tensor, step: Tensor, call: int, p: float, stride: int) -> Tensor:
     from reinit_tune.training import dropout_kernel
 
-    if not dropout_kernel.available():
+    shape = list(x.shape[keys.dim():])
+    if not dropout_kernel.available() or len(shape) > 4:
         return _eager(x, keys, step, call, p, stride)
-    return dropout_kernel.apply(x, keys, step, call, p, stride)
+    return dropout_kernel.apply(x, keys, step, mix32(call + 1), threshold(p), 1.0 / (1.0 - p),
+                                shape, element_index(shape, stride))
 
 
 @counter_dropout.register_fake

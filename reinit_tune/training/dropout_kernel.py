@@ -10,8 +10,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from reinit_tune.training.dropout import element_index, mix32, threshold
-
 BLOCK = 1024
 
 try:
@@ -66,16 +64,13 @@ if triton is not None:
         tl.store(out_ptr + base + offs, y.to(out_ptr.dtype.element_ty), mask=live)
 
 
-def apply(x: Tensor, keys: Tensor, step: Tensor, call: int, p: float, stride: int) -> Tensor:
-    """``counter_dropout`` on CUDA (see ``reinit_tune.training.dropout``)."""
-    from reinit_tune.training.dropout import _eager
-
-    shape = list(x.shape[keys.dim():])
-    if len(shape) > 4:
-        return _eager(x, keys, step, call, p, stride)
-    mults = element_index(shape, stride)
-    dims = [1] * (4 - len(shape)) + shape
-    mults = [0] * (4 - len(shape)) + mults
+def apply(x: Tensor, keys: Tensor, step: Tensor, call_mix: int, keep_from: int, scale: float,
+          shape: list[int], multipliers: list[int]) -> Tensor:
+    """``counter_dropout`` on CUDA (``reinit_tune.training.dropout`` computes the call's mix,
+    the threshold, the scale and the element index's multipliers of the activation's
+    ``shape``, at most 4 dimensions)."""
+    dims = [1] * (4 - len(shape)) + list(shape)
+    mults = [0] * (4 - len(shape)) + list(multipliers)
     x = x.contiguous()
     out = torch.empty_like(x)
     members = max(1, keys.numel())
@@ -83,6 +78,6 @@ def apply(x: Tensor, keys: Tensor, step: Tensor, call: int, p: float, stride: in
     if n == 0:
         return out
     grid = (triton.cdiv(n, BLOCK), members)
-    _kernel[grid](x, out, keys.contiguous(), step, mix32(call + 1), threshold(p),
-                    1.0 / (1.0 - p), n, dims[1], dims[2], dims[3], *mults, BLOCK=BLOCK)
+    _kernel[grid](x, out, keys.contiguous(), step, call_mix, keep_from, scale, n,
+                  dims[1], dims[2], dims[3], *mults, BLOCK=BLOCK)
     return out

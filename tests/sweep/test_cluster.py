@@ -152,10 +152,16 @@ def test_one_sweep_command_runs_across_two_nodes(tiny_bert, glue_dir, tmp_path):
 @pytest.mark.ray
 def test_auto_gives_each_pack_a_gpu_on_a_cluster_whose_workers_have_gpus(tiny_bert, glue_dir,
                                                                          tmp_path):
-    """A ``ray up``-like cluster: a head without GPUs and a worker declaring one. With no
-    GPU flag the sweep's trials ask for 1 GPU each, so they all run on that worker (this
-    machine has no CUDA: the trials themselves run on its CPU); the GPU's free memory is
-    asked of the worker, which has none to report, so trials run one per Tune trial."""
+    """A ``ray up``-like mixed cluster: a head without GPUs and a worker declaring one (Ray's
+    simulated resources: this machine has no CUDA). With no GPU flag the sweep's trials ask
+    for 1 GPU each and go to that worker; no GPU can measure its free memory, so the packs
+    are planned for the recorded GPU's, and said so; the worker, given a GPU its PyTorch
+    cannot use, refuses in one line naming its node instead of training the GPU-sized pack
+    on its CPUs, and the sweep stops with nothing stored as ok."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: its GPU worker would train")
     results = tmp_path / "results"
     with ray_cluster(workers=1, worker_gpus=1) as nodes:
         env = {**os.environ, "RAY_ADDRESS": nodes.address, "RAY_AUTH_MODE": "disabled",
@@ -168,13 +174,19 @@ def test_auto_gives_each_pack_a_gpu_on_a_cluster_whose_workers_have_gpus(tiny_be
             cwd=REPO, env=env, capture_output=True, text=True, timeout=400)
         worker = {i for i, res in nodes_of(nodes.address).items() if "GPU" in res}
     out = sweep.stdout + sweep.stderr
-    assert sweep.returncode == 0, out[-4000:]
+    assert sweep.returncode != 0, out[-4000:]
     assert (f"GPU trials: 1 GPU per pack of trials (1 GPU in the Ray cluster at "
             f"{nodes.address}; --gpus-per-trial 0 runs on CPUs)") in out
-    assert "GPU trials: 1 GPU per Tune trial, one trial per Tune trial, 1 GPU" in out
+    assert "--pack-size auto: no GPU of the cluster could measure its free memory; packs " \
+           "of up to 2 trials planned for an NVIDIA H200's memory" in out, out[-4000:]
     trials = store.load_trials(results)
-    assert len(trials) == 2 and set(trials["status"]) == {"ok"}
-    assert len(worker) == 1 and set(trials["node_id"]) == worker
+    assert len(trials) >= 1 and set(trials["status"]) == {"error"}
+    assert len(worker) == 1
+    message = trials["error"].iloc[0]
+    assert re.fullmatch(r"node \S+ \([\d.]+\) was given 1 GPU by Ray, but its PyTorch is "
+                        r"built without CUDA; install a CUDA build of PyTorch on it, or start "
+                        r"it with --num-gpus 0 so only CPU trials go there", message), message
+    assert message in out and "Traceback" not in out
 
 
 def test_an_address_that_is_not_ray_is_refused_within_30_s(tiny_bert, glue_dir, tmp_path):

@@ -115,7 +115,7 @@ def test_a_pack_of_two_seeds_equals_its_members_apart_on_cuda(tiny_bert, glue_di
 
 def test_the_fused_dropout_kernel_draws_the_eager_masks_on_cuda():
     from reinit_tune.training import dropout_kernel
-    from reinit_tune.training.dropout import _eager, keys_tensor
+    from reinit_tune.training.dropout import _eager, counter_dropout, keys_tensor
 
     assert dropout_kernel.available()
     keys = keys_tensor([1, 2, 3], "cuda")
@@ -124,7 +124,7 @@ def test_the_fused_dropout_kernel_draws_the_eager_masks_on_cuda():
                           ((3, 8, 768), 128), ((3, 2, 3), 2**31)):
         for dtype in (torch.float32, torch.bfloat16):
             x = torch.randn(shape, device="cuda").to(dtype)
-            got = dropout_kernel.apply(x, keys, step, 3, 0.1, stride)
+            got = counter_dropout(x, keys, step, 3, 0.1, stride)  # on CUDA: the kernel
             want = _eager(x, keys, step, 3, 0.1, stride)  # the eager arithmetic, on CUDA
             assert torch.equal(got == 0, want == 0), (shape, dtype)
             assert torch.equal(got, want), (shape, dtype)

@@ -154,12 +154,16 @@ def test_the_kernels_constants_are_the_definitions():
 KERNEL_CHECK = """
 import torch
 from reinit_tune.training import dropout_kernel
-from reinit_tune.training.dropout import counter_dropout, keys_tensor
+from reinit_tune.training.dropout import (counter_dropout, element_index, keys_tensor, mix32,
+                                          threshold)
 keys, step = keys_tensor([1, 2, 3], "cpu"), torch.tensor(3)
 for shape, stride in (((3, 4, 10, 16), 16), ((3, 2, 3, 7, 7), 8), ((3, 5, 6), 2**31)):
     x = torch.randn(shape)
     want = counter_dropout(x, keys, step, 5, 0.1, stride)
-    assert torch.equal(dropout_kernel.apply(x, keys, step, 5, 0.1, stride), want), shape
+    own = list(shape[1:])
+    got = dropout_kernel.apply(x, keys, step, mix32(6), threshold(0.1), 1 / 0.9, own,
+                               element_index(own, stride))
+    assert torch.equal(got, want), shape
 print("same masks")
 """
 
