@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import logging
 import shlex
 from collections.abc import Iterable, Sequence
@@ -32,23 +34,35 @@ def command_costs(commands: Iterable[str]) -> dict[str, str]:
     from reinit_tune.cli.sweep import configs_of, run_options, sweep_parser
     from reinit_tune.errors import InputError
     from reinit_tune.model.shape import shape_for
+    from reinit_tune.sweep import cluster
+    from reinit_tune.sweep.options import AUTO_GPUS
     from reinit_tune.sweep.runner import Sweep
 
     found: dict[str, str] = {}
+    devices = None  # where ``auto`` GPUs resolve: asked once, not once a command
     quiet = logging.getLogger("reinit_tune")
     level, quiet.level = quiet.level, logging.ERROR  # the plan's warnings are the sweep's
     try:
         # each is a dry run's planning (~0.3 s): a store of 10^4 groups prints thousands
         for command in list(dict.fromkeys(commands))[:COSTED]:
-            words = shlex.split(command)
             try:
+                words = shlex.split(command)
                 family = families.get(words[2])
-                args = sweep_parser(family).parse_args(words[3:])
+                refused = io.StringIO()  # argparse's own message: one line of ours instead
+                with contextlib.redirect_stderr(refused):
+                    try:
+                        args = sweep_parser(family).parse_args(words[3:])
+                    except SystemExit:
+                        raise InputError(refused.getvalue().strip().splitlines()[-1]
+                                         if refused.getvalue().strip() else "bad flags") from None
                 model = args.model or family.model
+                if args.gpus_per_trial == AUTO_GPUS:  # as the command would resolve it
+                    devices = devices or cluster.resolve_gpus(AUTO_GPUS)
+                    args.gpus_per_trial = devices.gpus_per_trial
                 estimate, most = Sweep(configs_of(args, family), run_options(args, family),
                                        shapes={model: shape_for(model, args.num_layers,
                                                                 args.num_heads)}).cost()
-            except (InputError, SystemExit, OSError) as e:
+            except (InputError, SystemExit, OSError, ValueError) as e:
                 why = " ".join(line.strip(" -") for line in str(e).splitlines()[:2])
                 found[command] = "cost not known here" + (
                     f" (its dry run says: {why})" if why else "")

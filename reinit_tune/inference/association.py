@@ -12,7 +12,7 @@ from numpy.typing import ArrayLike
 from scipy import stats
 
 from reinit_tune.inference.bootstrap import RESAMPLES
-from reinit_tune.inference.interval import Interval, undefined
+from reinit_tune.inference.interval import Interval, no_spread, undefined
 
 
 def correlation(x: ArrayLike, y: ArrayLike, method: str = "spearman",
@@ -60,8 +60,9 @@ def variance_ratio(cells_a: Sequence[ArrayLike], cells_b: Sequence[ArrayLike],
     residuals_a = np.concatenate([c - np.median(c) for c in a])
     residuals_b = np.concatenate([c - np.median(c) for c in b])
     p = float(stats.levene(residuals_a, residuals_b, center="median").pvalue)
-    if var_b == 0:
-        return undefined(math.inf if var_a else math.nan, "F", n, level), p
+    if var_a == 0 or var_b == 0:  # one side did not vary at all: no F interval
+        return no_spread(math.inf if var_a else 0.0 if var_b else math.nan, "F", n,
+                         level), p
     ratio = var_a / var_b
     alpha = (1 - level) / 2
     low = ratio / float(stats.f.ppf(1 - alpha, df_a, df_b))
@@ -84,6 +85,8 @@ def trend(levels: Sequence[float], cells: Sequence[ArrayLike], level: float = 0.
     if len(arrays) != x.size or any(size == 0 for size in n):
         raise ValueError("trend: one non-empty cell per level")
     means = np.array([c.mean() for c in arrays])
+    if float(np.ptp(means)) == 0:  # every level's mean alike: no ranks to correlate
+        return no_spread(math.nan, "Spearman", n, level)
     rho = float(stats.spearmanr(x, means).statistic)
     if max(n) == 1:
         # one sample, the levels held fixed: n! pairings (two samples would permute both)
@@ -109,6 +112,8 @@ def trend(levels: Sequence[float], cells: Sequence[ArrayLike], level: float = 0.
     with np.errstate(invalid="ignore", divide="ignore"):
         rhos = (ranked @ centred) / (np.linalg.norm(ranked, axis=1) * np.linalg.norm(centred))
     rhos = rhos[np.isfinite(rhos)]
+    if rhos.size < 0.99 * resamples:  # resamples whose means tie throughout: no ranks
+        return undefined(rho, "Spearman (bootstrap)", n, level)
     alpha = (1 - level) / 2
     low, high = np.quantile(rhos, [alpha, 1 - alpha])
     return Interval(rho, float(low), float(high), "Spearman (bootstrap)", n, level)

@@ -10,6 +10,7 @@ n − 1), marked "delta (low n)".
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from reinit_tune.inference.interval import Interval, undefined
+from reinit_tune.inference.interval import Interval, no_spread, undefined
 
 RESAMPLES = 10_000
 MIN_BOOTSTRAP_N = 5
@@ -31,13 +32,17 @@ class Group:
 
     cells: tuple[np.ndarray, ...]
     paired: bool = False
+    # paired on the seeds every cell ran, a cell's runs of other seeds left out: said in
+    # the interval's method ("(common seeds)")
+    common: bool = False
 
     @classmethod
-    def of(cls, cells: Sequence[ArrayLike], paired: bool = False) -> Group:
+    def of(cls, cells: Sequence[ArrayLike], paired: bool = False,
+           common: bool = False) -> Group:
         arrays = tuple(np.asarray(c, dtype=np.float64) for c in cells)
         if paired and len({a.size for a in arrays}) > 1:
             raise ValueError("paired cells must hold one run per seed each")
-        return cls(arrays, paired)
+        return cls(arrays, paired, common)
 
 
 # statistic(means): means[g][j] is cell j of group g's mean, a float or an array of resamples
@@ -46,16 +51,31 @@ Statistic = Callable[[list[list]], float | np.ndarray]
 
 def cluster_bootstrap(groups: Sequence[Group], statistic: Statistic, *,
                       resamples: int = RESAMPLES, level: float = 0.95,
-                      seed: int = 0) -> Interval:
+                      seed: int = 0, spread_needed: bool = True) -> Interval:
     """``statistic`` of the groups' cell means with its ``level`` interval. ``statistic``
-    must be vectorized: given arrays of resampled means it returns an array."""
+    must be vectorized: given arrays of resampled means it returns an array. Cells of runs'
+    scores that do not vary at all give no interval (``no_spread``); ``spread_needed``
+    False keeps the point interval, for values that can sit at a bound of their scale in
+    every run (a Spearman ρ of 1)."""
     n = tuple(c.size for g in groups for c in g.cells)
+    common = " (common seeds)" if any(g.common for g in groups) else ""
+    interval = _bootstrap(groups, statistic, resamples, level, seed, n, spread_needed)
+    return dataclasses.replace(interval, method=interval.method + common) if common \
+        else interval
+
+
+def _bootstrap(groups: Sequence[Group], statistic: Statistic, resamples: int, level: float,
+               seed: int, n: tuple[int, ...], spread_needed: bool) -> Interval:
     if any(size == 0 for size in n):
         return undefined(math.nan, "bootstrap", n, level)
-    observed = [[float(c.mean()) for c in g.cells] for g in groups]
-    estimate = float(statistic(observed))
-    if min(n) < 2:
+    # numpy scalars: a ratio whose denominator is 0 is inf or NaN, not a ZeroDivisionError
+    observed = [[np.float64(c.mean()) for c in g.cells] for g in groups]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = float(statistic(observed))
+    if min(n) < 2 or not math.isfinite(estimate):
         return undefined(estimate, "bootstrap", n, level)
+    if spread_needed and all(float(np.ptp(c)) == 0 for g in groups for c in g.cells):
+        return no_spread(estimate, "bootstrap", n, level)
     if min(n) < MIN_BOOTSTRAP_N:
         return _delta(groups, statistic, observed, estimate, level, n)
     rng = np.random.default_rng(seed)
@@ -88,7 +108,8 @@ def _delta(groups: Sequence[Group], statistic: Statistic, observed: list[list[fl
         down = [list(m) for m in observed]
         up[gi][j] += step
         down[gi][j] -= step
-        gradient[index] = (float(statistic(up)) - float(statistic(down))) / (2 * step)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gradient[index] = (float(statistic(up)) - float(statistic(down))) / (2 * step)
     covariance = np.zeros((len(flat), len(flat)))
     offset = 0
     for g in groups:
@@ -99,6 +120,8 @@ def _delta(groups: Sequence[Group], statistic: Statistic, observed: list[list[fl
             block = np.diag([c.var(ddof=1) / c.size for c in g.cells])
         covariance[offset:offset + k, offset:offset + k] = block
         offset += k
+    if not np.all(np.isfinite(gradient)):
+        return undefined(estimate, "delta (low n)", n, level)
     se = math.sqrt(max(float(gradient @ covariance @ gradient), 0.0))
     df = min(n) - 1
     half = float(stats.t.ppf(0.5 + level / 2, df)) * se

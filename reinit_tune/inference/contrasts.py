@@ -21,14 +21,17 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
 
-from reinit_tune.inference.interval import Interval, undefined
+from reinit_tune.inference.interval import Interval, no_spread, undefined
+
+# A standard error this small next to the estimate is the rounding of identical runs.
+NO_SPREAD_SE = 1e-12
 
 
 def _t_interval(estimate: float, se: float, df: float, level: float, method: str,
                 n: tuple[int, ...]) -> Interval:
-    if se == 0:
-        return Interval(estimate, estimate, estimate, method, n, level, df,
-                        0.0 if estimate else 1.0)
+    if se <= NO_SPREAD_SE * max(1.0, abs(estimate)):
+        # every run alike: a t interval of width 0 would decide on no evidence
+        return no_spread(estimate, method, n, level)
     half = float(stats.t.ppf(0.5 + level / 2, df)) * se
     p = float(2 * stats.t.sf(abs(estimate) / se, df))
     return Interval(estimate, estimate - half, estimate + half, method, n, level, df, p)

@@ -31,6 +31,12 @@ class Interval:
         return math.isfinite(self.low) and math.isfinite(self.high)
 
     @property
+    def spreadless(self) -> bool:
+        """Whether it is undefined for want of spread: the runs vary not at all
+        (``no_spread``), so they say nothing of their noise."""
+        return not self.defined and self.method.endswith(NO_SPREAD)
+
+    @property
     def half_width(self) -> float:
         return (self.high - self.low) / 2
 
@@ -44,3 +50,15 @@ class Interval:
 
 def undefined(estimate: float, method: str, n: tuple[int, ...], level: float) -> Interval:
     return Interval(estimate, math.nan, math.nan, method, n, level)
+
+
+# what a method's name ends with where its runs did not vary at all
+NO_SPREAD = ", no spread"
+
+
+def no_spread(estimate: float, method: str, n: tuple[int, ...], level: float = 0.95
+              ) -> Interval:
+    """The interval of runs that did not vary at all (every run of a cell, or every paired
+    difference, the same): a point with no measure of noise, so no interval (NaN ends),
+    marked in its method."""
+    return Interval(estimate, math.nan, math.nan, method + NO_SPREAD, n, level)

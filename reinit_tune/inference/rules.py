@@ -91,11 +91,14 @@ def bonferroni_level(m: int, level: float = 0.95) -> float:
     return 1 - (1 - level) / m
 
 
-def holm_rejects(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
+def holm_rejects(p_values: Sequence[float], alpha: float = 0.025) -> list[bool]:
     """Holm's step-down test of m hypotheses ("for some cell"): which are rejected at a
-    family-wise ``alpha`` (statsmodels' ``multipletests``)."""
+    family-wise ``alpha`` (statsmodels' ``multipletests``). The default is claims.md §0.5's
+    one-sided level (its two-sided 95%: 2.5% a side). A p that is not a number (a test of
+    runs that did not vary) rejects nothing."""
     from statsmodels.stats.multitest import multipletests
 
     if not p_values:
         return []
-    return [bool(r) for r in multipletests(list(p_values), alpha=alpha, method="holm")[0]]
+    ps = [p if p == p else 1.0 for p in p_values]
+    return [bool(r) for r in multipletests(ps, alpha=alpha, method="holm")[0]]

@@ -77,10 +77,12 @@ class Sweep:
                                    gpus_per_pack=plan.options.resources.gpus_per_trial or 1.0)
 
     def _resolve_devices(self) -> None:
-        """``--gpus-per-trial auto`` as a number (``cluster.resolve_gpus``)."""
+        """``--gpus-per-trial auto`` as a number (``cluster.resolve_gpus``, unless the caller
+        resolved it already: ``devices``)."""
         if self.options.resources.gpus_per_trial != AUTO_GPUS:
             return
-        self.devices = cluster.resolve_gpus(AUTO_GPUS)
+        if self.devices is None:
+            self.devices = cluster.resolve_gpus(AUTO_GPUS)
         self.options = planning.resolved(self.options, self.devices.gpus_per_trial)
 
     def cost(self) -> tuple[cost.Estimate | str | None, int | None]:

@@ -5,6 +5,8 @@ would decide it: run as printed, its dry run plans the missing trials and nothin
 
 from __future__ import annotations
 
+import shlex
+
 from reinit_tune.inference import Verdict
 from reinit_tune.inference.interval import Interval
 from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS
@@ -43,11 +45,11 @@ def sweep_command(claim: Claim, group: Group, finding: Finding, results_dir: str
                  reference=how.startswith("--seeds auto"))
     tasks = finding.tasks or tasks or tuple(t for t in (group.task, pair.task if pair else None)
                                             if t)
-    return (f"reinit-tune sweep {finding.family} --model {group.model} --tasks "
+    return (f"reinit-tune sweep {finding.family} --model {shlex.quote(group.model)} --tasks "
             f"{' '.join(tasks)} "
             f"{finding.sizes_flag or f'--sizes {sizes}'} "
             f"{_run_flags(trained, finding)}"
-            f"{ks}{how} --results {results_dir}")
+            f"{ks}{how} --results {shlex.quote(results_dir)}")
 
 
 def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool) -> str:

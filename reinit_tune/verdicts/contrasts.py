@@ -116,6 +116,20 @@ def _common_seeds(cells: Sequence[pd.Series]) -> pd.Index:
     return seeds.sort_values()
 
 
+def boot_group(cells: Sequence[pd.Series]) -> BootGroup:
+    """The cells of one group for the seed bootstrap: paired by seed where every cell ran
+    the same seeds; paired on the seeds they share where a cell has runs of others (one
+    extra run must not cost the pairing, claims.md §0.4); resampled cell by cell only
+    where fewer than two seeds are shared."""
+    units = [tuple(c.index) for c in cells]
+    if all(u == units[0] for u in units):
+        return BootGroup.of([c.to_numpy() for c in cells], paired=True)
+    seeds = _common_seeds(cells)
+    if len(seeds) >= 2:
+        return BootGroup.of([c[seeds].to_numpy() for c in cells], paired=True, common=True)
+    return BootGroup.of([c.to_numpy() for c in cells])
+
+
 GAIN: Terms = ((Kept("F"), 1.0), (Kept("E"), -1.0))
 
 
@@ -145,15 +159,17 @@ class Contrast:
                                         bonferroni_level(self.bonferroni))
         if interval is None:
             return lacking(missing, family, f" at {group}")
-        share = _share(group, self.share, n_min) if self.share else None
         if self.needs_gain:
             gain, _, _ = lin([group], [GAIN], n_min)
             if gain is not None and directional(gain) is not Verdict.SUPPORTED:
-                return Finding(Verdict.INCONCLUSIVE, interval, rule=rule, share=share,
+                # the share's denominator is not known to be positive: none is shown
+                ci = ("no spread: every run alike" if gain.spreadless else
+                      f"CI {gain.low:+.3f} to {gain.high:+.3f}")
+                return Finding(Verdict.INCONCLUSIVE, interval, rule=rule,
                                family=family, undecided=(gain, 0.0),
                                reason=("no significant pretraining gain at this size (F - E "
-                                       f"{gain.estimate:+.3f}, CI {gain.low:+.3f} to "
-                                       f"{gain.high:+.3f}); shares undefined"))
+                                       f"{gain.estimate:+.3f}, {ci}); shares undefined"))
+        share = _share(group, self.share, n_min) if self.share else None
         return Finding(rule.decide(interval), interval, rule=rule, share=share,
                        family=family)
 
@@ -166,8 +182,6 @@ def _share(group: Group, ratio: tuple[Terms, Terms], n_min: int) -> Interval | N
     cells = [group.cell(c) for c in conditions]
     if any(len(c) < max(n_min, 2) for c in cells):
         return None
-    units = [tuple(c.index) for c in cells]
-    paired = all(u == units[0] for u in units)
     index = {c: i for i, c in enumerate(conditions)}
 
     def statistic(means):
@@ -177,8 +191,7 @@ def _share(group: Group, ratio: tuple[Terms, Terms], n_min: int) -> Interval | N
         with np.errstate(divide="ignore", invalid="ignore"):
             return top / bottom
 
-    return cluster_bootstrap([BootGroup.of([c.to_numpy() for c in cells], paired)],
-                             statistic)
+    return cluster_bootstrap([boot_group(cells)], statistic)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import pandas as pd
 from reinit_tune.inference import (
     Interval,
     Verdict,
+    bonferroni_level,
     cluster_bootstrap,
     conjunction,
     directional,
@@ -37,9 +38,8 @@ from reinit_tune.inference import (
     unpaired_contrast,
 )
 from reinit_tune.inference.bootstrap import MIN_BOOTSTRAP_N
-from reinit_tune.inference.bootstrap import Group as BootGroup
 from reinit_tune.verdicts.conditions import Condition, Kept
-from reinit_tune.verdicts.contrasts import _common_seeds, _missing, _without_gain
+from reinit_tune.verdicts.contrasts import _common_seeds, _missing, _without_gain, boot_group
 from reinit_tune.verdicts.groups import Group
 from reinit_tune.verdicts.rule import Finding, Rule, by_probability, delta_abs, lacking
 
@@ -65,9 +65,7 @@ class ShareShift:
             cells = [group.cell(c) for c in conditions]
             missing += [f"{c.describe(group.num_layers)} at {group.size}"
                         for c, s in zip(conditions, cells, strict=True) if len(s) < n_min]
-            units = [tuple(c.index) for c in cells]
-            boot.append(BootGroup.of([c.to_numpy() for c in cells],
-                                     all(u == units[0] for u in units)))
+            boot.append(boot_group(cells))
         if missing:
             return lacking(missing, "progressive", f" for {small.task}")
         if (flat := _without_gain((small, large), n_min, "shares undefined")) is not None:
@@ -125,12 +123,6 @@ def _two_curves(small: Group, large: Group, n_min: int, undefined: str
     if ms or ml:
         return cs, cl, lacking((*ms, *ml), "progressive", f" for {small.task}")
     return cs, cl, _without_gain((small, large), n_min, undefined)
-
-
-def boot_group(cells: list[pd.Series]) -> BootGroup:
-    units = [tuple(c.index) for c in cells]
-    paired = all(u == units[0] for u in units)
-    return BootGroup.of([c.to_numpy() for c in cells], paired)
 
 
 def shares(means: list) -> np.ndarray:
@@ -260,10 +252,13 @@ class FlatMiddle:
 class UnevenSteps:
     """001-C4: the progressive curve is neither monotone nor evenly spaced, from the per-seed
     steps d_k = s(k+1) − s(k) (cells paired by seed: every k needs the same seeds).
-    (a) some step goes down: one-sided paired t of d_k < 0, Holm over the L steps; supported
-    if any is rejected, contradicted if every step's lower 95% bound is above −δ_abs.
-    (b) the steps differ: one-way ANOVA of the d_k across k (scipy); supported if p < 0.05,
-    contradicted if every step's interval of d_k − T/L lies within ±δ_abs. A conjunction."""
+    (a) some step goes down: one-sided paired t of d_k < 0, Holm over the L steps at
+    claims.md §0.5's one-sided 2.5%; supported if any is rejected, contradicted if every
+    step's lower bound, at the Bonferroni level over the L steps, is above −δ_abs.
+    (b) the steps differ: Friedman's test of the d_k across k with the seeds as blocks (the
+    steps of one seed are not independent: a repeated-measures test; scipy), at 5%;
+    supported if p < 0.05, contradicted if every step's interval of d_k − T/L, at the
+    Bonferroni level, lies within ±δ_abs. A conjunction."""
 
     scope = "group"
 
@@ -283,7 +278,8 @@ class UnevenSteps:
         steps = np.diff(matrix, axis=1)  # per seed, one column per step k -> k+1
         delta = delta_abs(group.metric)
         down = [float(stats.ttest_1samp(d, 0.0, alternative="less").pvalue) for d in steps.T]
-        intervals = [unpaired_contrast([d], [1.0]) for d in steps.T]
+        every = bonferroni_level(steps.shape[1])  # "for all L steps" (claims.md §0.5)
+        intervals = [unpaired_contrast([d], [1.0], every) for d in steps.T]
         if any(holm_rejects(down)):
             a = Verdict.SUPPORTED
         elif all(i.defined and i.low > -delta for i in intervals):
@@ -291,8 +287,8 @@ class UnevenSteps:
         else:
             a = Verdict.INCONCLUSIVE
         even = (matrix[:, -1] - matrix[:, 0]) / steps.shape[1]  # T / L per seed
-        spread = [unpaired_contrast([d - even], [1.0]) for d in steps.T]
-        anova = float(stats.f_oneway(*steps.T).pvalue)
+        spread = [unpaired_contrast([d - even], [1.0], every) for d in steps.T]
+        anova = _friedman(steps)
         if anova < 0.05:
             b = Verdict.SUPPORTED
         elif all(i.defined and -delta <= i.low and i.high <= delta for i in spread):
@@ -305,7 +301,7 @@ class UnevenSteps:
                        family="progressive",
                        reason=(f"(a: a step goes down) {a}, lowest step k={lowest}->{lowest + 1} "
                                f"shown, Holm over {steps.shape[1]}; (b: the steps differ) {b}, "
-                               f"ANOVA p {anova:.3g}; largest step "
+                               f"Friedman p {anova:.3g}; largest step "
                                f"{steps.mean(axis=0).max():+.3f} of T "
                                f"{float(np.mean(matrix[:, -1] - matrix[:, 0])):+.3f}"))
 
@@ -375,3 +371,14 @@ class Trend:
                                    "needs (claims.md §0.4)"))
         return Finding(self.rule.decide(interval), interval, rule=self.rule,
                        family="progressive")
+
+
+def _friedman(steps: np.ndarray) -> float:
+    """Friedman's p that the steps (columns) differ, the seeds (rows) as blocks; 1 where
+    nothing varies (every step of every seed alike)."""
+    from scipy import stats
+
+    if steps.shape[1] < 3 or float(np.ptp(steps)) == 0:
+        return 1.0
+    p = float(stats.friedmanchisquare(*steps.T).pvalue)
+    return p if p == p else 1.0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import shlex
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +30,8 @@ from reinit_tune.inference import (
     seeds_to_decide,
 )
 from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS
+from reinit_tune.verdicts import collapse, layers
 from reinit_tune.verdicts import epochs as epoch_scores
-from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
 from reinit_tune.verdicts.commands import sweep_command
@@ -56,7 +57,8 @@ class VerdictRow:
     ci_low: float | None = None
     ci_high: float | None = None
     n_min: int | None = None
-    method: str | None = None
+    method: str | None = None  # the test that decided: "paired t", "bootstrap", ...
+    level: float | None = None  # its interval's level (Bonferroni: above 95%)
     rule: str | None = None
     share: float | None = None
     share_low: float | None = None
@@ -76,6 +78,9 @@ class VerdictRow:
     # decided verdict: what a reader must know before quoting it
     caveat: str = ""
     cost: str | None = None  # what ``command`` would add, as its dry run plans it
+    # the cells it reads where runs collapsed to the majority rate: "k=0: 2 of 10 runs
+    # collapsed (95% CI 3-56%)" (``reinit_tune.verdicts.collapse``)
+    collapsed: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {k: (None if isinstance(v, float) and v != v else v)
@@ -307,6 +312,8 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
          large: Group | None = None, pair: Group | None = None, method: str | None = None,
          published_value: float | None = None, probe: Group | None = None,
          tasks: tuple[str, ...] | None = None) -> VerdictRow:
+    finding = _spreadless(finding)
+    counted = _collapses(claim, [g for g in (group, large, pair) if g is not None])
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value
     seeds = None
@@ -337,6 +344,11 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
                   }.get(finding.verdict, "") + f" (estimate {finding.rule})"
     if method:  # one of the claim's sub-statistics (Spearman, Pearson): say which
         reason = f"{method}: {reason}" if reason else method
+    if collapse.mixed_cells(counted) and finding.verdict in (Verdict.SUPPORTED,
+                                                             Verdict.CONTRADICTED):
+        reason = (reason + "; " if reason else "") + (
+            "some runs collapsed and others did not: its test's level is not assured on "
+            "such a mixture (claims.md §0.6)")
     if seeds is not None:
         reason = (reason + "; " if reason else "") + (
             f"about {seeds} seeds per cell would decide it at the observed spread "
@@ -362,6 +374,7 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
         n_min=None if interval is None else interval.n_min,
         method=": ".join(m for m in (method, interval.method if interval else None) if m)
         or None,
+        level=None if interval is None else interval.level,
         rule=str(finding.rule) if finding.rule else None,
         share=None if share is None else share.estimate,
         share_low=None if share is None or not share.defined else share.low,
@@ -374,7 +387,41 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
         mapping=str(map_layer(3, group.num_layers)) if claim.uses_q else None,
         note=None if in_scope else f"paper: {claim.sizes} data only",
         figure=claim.figure,
+        collapsed=tuple(str(c) for c in counted if c.collapsed),
     )
+
+
+def _collapses(claim: Claim, compared: list[Group]) -> list[collapse.CellCollapse]:
+    """The collapsed runs of each cell the claim's statistic reads in ``compared``."""
+    if claim.statistic.scope == "pairs":
+        return []
+    out = []
+    for g in compared:
+        for condition in claim.statistic.conditions(g.num_layers):
+            cell = g.cell(condition)
+            if len(cell):
+                where = f" for {g.task}" if len(compared) > 1 else ""
+                at = f" at {g.size}" if len(compared) > 1 else ""
+                out.append(collapse.count(f"{condition.describe(g.num_layers)}{at}{where}",
+                                          cell.to_numpy(), g.chance, g.metric))
+    return list({c.cell: c for c in out}.values())
+
+
+def _spreadless(finding: Finding) -> Finding:
+    """A finding whose runs did not vary at all decides nothing and asks for no seeds:
+    identical runs are no sample of a trial's noise (runs that all collapsed to one score,
+    a training that does not depend on its seed), so no interval can be drawn from them."""
+    interval = finding.undecided[0] if finding.undecided else finding.interval
+    if interval is None or not interval.spreadless:
+        return finding
+    why = (f"not decidable: no spread: the {interval.n_min} runs of each cell it reads "
+           "scored alike, which says nothing of their noise (runs collapsed to one score? "
+           "a training that ignores its seed?)")
+    # a precondition's reason ("no significant gain") is about an interval it never drew
+    keep = finding.reason and finding.undecided is None
+    return dataclasses.replace(
+        finding, verdict=Verdict.INCONCLUSIVE, undecided=None, family=None, share=None,
+        reason=f"{finding.reason}; {why}" if keep else why)
 
 
 def _overall(claim: Claim, rows: Sequence[VerdictRow]) -> list[VerdictRow]:
@@ -424,7 +471,7 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
             }.get(claim.statistic.scope, f"{claim.figure} runs{where}")
     family = "probing" if claim.statistic.scope.startswith("probe") else claim.figure
     models = {g.model for g in found}  # the store's one model, else the family's default
-    model = f" --model {models.pop()}" if len(models) == 1 else ""
+    model = f" --model {shlex.quote(models.pop())}" if len(models) == 1 else ""
     return VerdictRow(claim=claim.id, verdict=str(Verdict.NOT_ENOUGH_DATA), task=None,
                       train_size=None, model=None, published=claim.published,
                       reason=(f"missing: {what} (the paper's tasks: "
@@ -434,7 +481,8 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
                                + (f" --tasks {tasks}" if tasks else "")
                                + ({"plentiful": " --sizes 50000", "scarce": " --sizes 500"}
                                   .get(claim.sizes, "") if family != "probing" else "")
-                               + f" --seeds {claim.n_min} --results {results_dir}"),
+                               + f" --seeds {claim.n_min} --results "
+                               f"{shlex.quote(results_dir)}"),
                       figure=claim.figure)
 
 

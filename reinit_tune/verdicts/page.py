@@ -42,7 +42,7 @@ def _row_html(r: VerdictRow, links: dict[str, str | None]) -> str:
     inside = {True: "yes", False: "no", None: "-"}[r.published_in_ci]
     published = (f"{r.published_value:g} ({inside})" if r.published_value is not None
                  else html.escape(r.published))
-    why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason,
+    why = "; ".join(html.escape(x) for x in (r.note, r.mapping, r.reason, *r.collapsed,
                                              r.caveat and f"caveat: {r.caveat}") if x)
     if r.command:
         why += f"<br>run: <code>{html.escape(r.command)}</code>" + _cost(r.cost)

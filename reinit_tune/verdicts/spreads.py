@@ -38,7 +38,8 @@ class TaskCorrelation:
         if len(common) < self.min_units:
             need = f"{self.min_units} permutations run on both {a.task} and {b.task}"
             return Finding(Verdict.NOT_ENOUGH_DATA, family="permutations", missing=(need,),
-                           reason=f"missing: {need} at {a.size} ({len(common)} found)")
+                           reason=f"missing: {need} at {a.size} ({len(common)} found)",
+                           min_runs=self.min_units)
         interval = correlation(x[common].to_numpy(), y[common].to_numpy(), method)
         return Finding(directional(interval), interval, rule=Rule(), family="permutations")
 

@@ -61,7 +61,11 @@ def text(rows: Sequence[VerdictRow]) -> str:
                      f"{scope(r)}{share}")
         if len(published) > 24:
             lines.append(f"{'':<9}published: {published}")
-        for extra in (r.note, r.mapping, r.reason, r.caveat and f"caveat: {r.caveat}"):
+        if r.method:
+            level = f", {r.level:.4g} interval" if r.level and r.level != 0.95 else ""
+            lines.append(f"{'':<9}test: {r.method}{level}")
+        for extra in (r.note, r.mapping, r.reason, *r.collapsed,
+                      r.caveat and f"caveat: {r.caveat}"):
             if extra:
                 lines.append(f"{'':<9}{extra}")
         if r.command:

@@ -79,7 +79,7 @@ class SeedValue:
 
         interval = cluster_bootstrap(
             [BootGroup.of([c[seeds].to_numpy() for c in cells], paired=True)], statistic,
-            level=level)
+            level=level, spread_needed=False)
         return Finding(self.rule.decide(interval), interval, rule=self.rule,
                        family=self.family)
 
@@ -130,7 +130,7 @@ class LayerShift:
                                                               strict=True)], axis=0)
 
         interval = cluster_bootstrap([BootGroup.of([c.to_numpy() for c in cells], paired=True)
-                                      for _, cells in sized], statistic)
+                                      for _, cells in sized], statistic, spread_needed=False)
         higher = sum(b.mean() > a.mean() for a, b in zip(sized[0][1], sized[1][1],
                                                          strict=True))
         return Finding(self.rule.decide(interval), interval, rule=self.rule,

@@ -173,6 +173,48 @@ def test_a_missing_k_is_named_and_its_command_plans_exactly_those_trials(
     assert "progressive  sst2  50000" in plan and "dry run: 3 of 3 trials would run" in plan, plan
 
 
+def test_commands_for_a_store_at_an_odd_path_paste_and_price(tmp_path, capsys, glue_dir,
+                                                               no_ray):
+    """A store in a folder whose name has a space, brackets and an apostrophe: the printed
+    command is shell-quoted, its pricing is a cost (not argparse's error), and pasted into a
+    shell's word splitting it plans its trials in that store."""
+    import shlex
+
+    root = tmp_path / "my runs [1] o'clock"
+    synth = SyntheticStore(root)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 1: 0.6, 3: 0.8, 6: 0.9}, seeds=3)
+    out = tmp_path / "v.json"
+    assert cli.main(["verdicts", "--results", str(root), "--claims", "003-C1",
+                     "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    [row] = [r for r in json.loads(out.read_text()) if r["task"] == "sst2"]
+    command = shlex.split(row["command"])
+    assert command[command.index("--results") + 1] == str(root)
+    assert row["cost"].startswith("adds 3 trials, about "), row["cost"]
+    assert "usage:" not in printed and "error:" not in printed
+    assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
+    assert "dry run: 3 of 3 trials would run" in capsys.readouterr().out
+
+
+def test_pricing_resolves_where_trials_run_once_for_every_command(tmp_path, capsys,
+                                                                   monkeypatch, no_ray):
+    """Every printed command is priced by its own dry run's planning; where its GPUs are
+    ``auto`` the cluster is asked once for all of them (each ask can start a process that
+    joins Ray), not twice a command."""
+    from reinit_tune.sweep import cluster
+
+    synth = SyntheticStore(tmp_path)
+    for task in ("sst2", "qnli", "cola"):
+        plant_progressive(synth, task, 50_000, {0: 0.5, 1: 0.6, 3: 0.8, 6: 0.9}, seeds=3)
+    asked = []
+    real = cluster.resolve_gpus
+    monkeypatch.setattr(cluster, "resolve_gpus", lambda g: asked.append(g) or real(g))
+    assert cli.main(["verdicts", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n              adds ") >= 3
+    assert len(asked) == 1, asked
+
+
 def test_only_the_first_commands_are_costed(tmp_path, capsys, monkeypatch):
     """Each cost is a dry run's planning: a store of many groups costs the first COSTED."""
     from reinit_tune.cli import costs

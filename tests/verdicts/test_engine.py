@@ -118,6 +118,28 @@ def test_003_c2(tmp_path, small_q, large_q, noise, want):
     assert row.ci_low < row.estimate < row.ci_high
 
 
+def test_003_c2_keeps_its_pairing_when_one_cell_has_an_extra_run(tmp_path):
+    """One extra run of k = 2 at one size (a seed the other cells lack): the bootstrap still
+    resamples the seeds the cells share together, so the interval stays about as narrow as
+    with the extra run absent (resampled cell by cell it had doubled, the review found)."""
+    rows = {}
+    for extra in (False, True):
+        synth = SyntheticStore(tmp_path / str(extra))
+        rng = np.random.default_rng(5)
+        plant_progressive(synth, "qnli", 500, {0: 0.5, 2: 0.56, 6: 0.9}, seeds=8,
+                          noise=0.02, rng=rng)
+        plant_progressive(synth, "qnli", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=8,
+                          noise=0.02, rng=rng)
+        if extra:
+            synth.add("progressive", "qnli", 0.95, seed=8, train_size=500,
+                      reinit_layers=range(2, 6), num_layers=6)
+        rows[extra] = one(verdicts(tmp_path / str(extra), "003-C2"), "qnli")
+    plain, extra = rows[False], rows[True]
+    assert extra.method == "bootstrap (common seeds)" and plain.method == "bootstrap"
+    assert extra.ci_high - extra.ci_low == pytest.approx(plain.ci_high - plain.ci_low,
+                                                          rel=0.15)
+
+
 def test_003_c2_needs_two_sizes_ten_times_apart(tmp_path):
     synth = SyntheticStore(tmp_path)
     plant_progressive(synth, "qnli", 500, {0: 0.5, 2: 0.6, 6: 0.9})
@@ -237,6 +259,19 @@ def test_003_c15(tmp_path):
     pearson = next(r for r in rows if r.method.startswith("pearson"))
     ci = stats.pearsonr(a["perm"], b["perm"]).confidence_interval()
     assert (pearson.ci_low, pearson.ci_high) == pytest.approx((ci.low, ci.high))
+
+
+def test_003_c15_short_of_permutations_asks_for_as_many_as_it_needs(tmp_path):
+    """Five permutations on both tasks (the family's default elsewhere): the claim needs 10
+    on both, and its command asks for 10, whose dry run adds the 5 missing ones."""
+    synth = SyntheticStore(tmp_path)
+    orders = [tuple(np.random.RandomState(n).permutation(6).tolist()) for n in range(1, 6)]
+    plant_permutations(synth, "sst2", perm_mean=0.6, orders=orders)
+    plant_permutations(synth, "cola", perm_mean=0.3, orders=orders)
+    rows = verdicts(tmp_path, "003-C15")
+    short = [r for r in rows if r.verdict == "not enough data" and r.command]
+    assert short and all("10 permutations run on both" in r.reason for r in short)
+    assert all("--permutations 10 " in r.command for r in short), [r.command for r in short]
 
 
 def test_003_c15_unrelated_permutations_are_inconclusive(tmp_path):
@@ -509,7 +544,8 @@ def _epochs_study(synth: SyntheticStore, k_means: dict, *, seeds: int = 3) -> No
     """The epochs study's runs (003 App. D): k at 10 epochs, written by `sweep variants`."""
     for seed in range(seeds):
         for k, mean in k_means.items():
-            synth.add("variants", "sst2", mean + 0.001 * seed, seed=seed, train_size=500,
+            noise = 0.001 * seed + 0.0004 * ((3 * seed + k) % 4)  # a seed's, a run's own
+            synth.add("variants", "sst2", mean + noise, seed=seed, train_size=500,
                       reinit_layers=range(k, 6), epochs=10)
 
 
@@ -595,4 +631,105 @@ def test_a_share_under_five_seeds_is_marked_low_n(tmp_path):
     root = Path(__file__).parents[2] / "examples" / "quickstart"
     row = one([r for r in verdicts(root, "003-C1") if r.task], "sst2")
     assert row.n_min == 3 and "low n" in row.share_method
-    assert "(share 0.73 [+0.612, +0.843], low n)" in text([row])
+    assert "(share 0.77 [+0.720, +0.812], low n)" in text([row])
+
+
+# -- degenerate stores: a verdict with a mark, never a traceback ------------------------------
+def _flat_store(root, score: float, seeds: int, *, per_k=None, layers: int = 6, **fields):
+    """Progressive runs of every k at 500 and 50,000 SST-2 examples, every run scoring
+    ``score`` (or ``per_k[k]``: one distinct value per cell)."""
+    synth = SyntheticStore(root)
+    for size in (500, 50_000):
+        for seed in range(seeds):
+            for k in range(layers + 1):
+                synth.add("progressive", "sst2", per_k[k] if per_k else score, seed=seed,
+                          train_size=size, reinit_layers=range(k, layers),
+                          num_layers=layers, majority=0.509, **fields)
+    return synth
+
+
+@pytest.mark.parametrize("store_kind", ["all at the majority rate", "one value per cell",
+                                        "one run a cell"])
+def test_degenerate_stores_get_marked_verdicts_and_no_traceback(tmp_path, capsys,
+                                                                 store_kind):
+    """Every claim on a store whose runs all scored the majority rate (a collapsed grid),
+    whose cells each hold 50 identical runs of one value, or which has one run a cell:
+    every verdict is a row, none decided on runs that did not vary, each such row says
+    why, and the command prints it (exit 0)."""
+    from tests.helpers import cli
+
+    if store_kind == "all at the majority rate":
+        _flat_store(tmp_path, 0.509, 5)
+    elif store_kind == "one value per cell":
+        _flat_store(tmp_path, 0.0, 50, per_k=[0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8])
+    else:
+        _flat_store(tmp_path, 0.0, 1, per_k=[0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8])
+    rows = evaluate(store.load_trials(tmp_path))
+    assert rows
+    flat = [r for r in rows if "no spread" in (r.reason or "")]
+    if store_kind != "one run a cell":
+        assert flat, store_kind
+        c1 = [r for r in rows if r.claim == "003-C1" and r.task == "sst2"]
+        assert c1 and all(r.verdict != "supported" for r in c1)
+    for r in flat:
+        assert r.verdict == "inconclusive" and r.command is None
+        assert r.ci_low is None and r.ci_high is None  # no interval of width 0
+    code, out = cli(capsys, "verdicts", "--results", str(tmp_path))
+    assert code == 0 and "Traceback" not in out, out[-2000:]
+
+
+def test_fifty_identical_runs_a_cell_decide_nothing_and_say_so(tmp_path):
+    """The review's store: 50 seeds of identical scores per cell gave "supported, CI
+    [+0.0955, +0.0955]" with nothing flagged."""
+    _flat_store(tmp_path, 0.0, 50, per_k=[0.5, 0.7, 0.8, 0.82, 0.84, 0.86, 0.9])
+    row = one([r for r in verdicts(tmp_path, "003-C1") if r.train_size == "50000"], "sst2")
+    assert row.verdict == "inconclusive" and "no spread" in row.reason
+    assert row.estimate == pytest.approx(0.8 - (0.5 + 0.9) / 2)  # s(q = 2) - (E + F) / 2
+    assert row.ci_low is None and row.seeds_needed is None and row.command is None
+
+
+def test_uneven_steps_of_a_flat_curve_decide_nothing(tmp_path):
+    """001-C4 on runs that all collapsed: Holm on NaN p values rejected everything (a flat
+    curve "goes down"); now no step is rejected and the steps do not differ."""
+    _flat_store(tmp_path, 0.509, 6)
+    rows = verdicts(tmp_path, "001-C4")
+    assert rows and all(r.verdict != "supported" for r in rows)
+
+
+# -- collapsed runs: counted per cell, with their exact interval -------------------------------
+def test_collapsed_runs_are_counted_per_cell_with_their_exact_interval(tmp_path):
+    """Two of ten k = 2 runs collapsed to the majority rate (RTE at small data) while the
+    cell trains: the row counts them with the Clopper-Pearson interval and says its test's
+    level is not assured on such a mixture; the all-reinitialized cell that sits at chance
+    as a whole is counted as at chance, not as a mixture."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    from reinit_tune.verdicts.table import text
+
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(0)
+    for seed in range(10):
+        for k, mean in {0: 0.51, 2: 0.75, 6: 0.85}.items():
+            score = mean + rng.normal(0, 0.005)
+            if k == 2 and seed in (3, 7):
+                score = 0.509  # collapsed: the majority class's share of RTE's dev labels
+            synth.add("progressive", "rte", score, seed=seed, train_size=50_000,
+                      reinit_layers=range(k, 6), num_layers=6, majority=0.509)
+    row = one(verdicts(tmp_path, "003-C1"), "rte")
+    low, high = proportion_confint(2, 10, alpha=0.05, method="beta")
+    assert f"progressive k=2: 2 of 10 runs collapsed (95% CI {100 * low:.0f}-" \
+           f"{100 * high:.0f}%)" in row.collapsed
+    at_chance = [c for c in row.collapsed if c.startswith("progressive k=0")]
+    assert all(c.endswith("(the cell is at chance)") for c in at_chance)
+    if row.verdict in ("supported", "contradicted"):
+        assert "its test's level is not assured on such a mixture" in row.reason
+    shown = text([row])
+    assert "test: paired t" in shown and "2 of 10 runs collapsed" in shown
+
+
+def test_no_collapse_no_collapse_lines(tmp_path):
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.6, 2: 0.8, 6: 0.9}, majority=0.509)
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    assert row.collapsed == () and row.verdict == "supported"
+    assert "mixture" not in row.reason

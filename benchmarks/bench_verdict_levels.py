@@ -1,0 +1,180 @@
+"""How often each kind of verdict statistic decides falsely, and how often it decides at all.
+
+Null stores (true effect 0: the statistic sits exactly at its rule's boundary) and stores at
+an effect of 3 sigma, simulated per kind of statistic with the verdicts' own functions
+(``reinit_tune.inference``, ``reinit_tune.verdicts``), under normal and t(3) run noise and
+under mixtures where a share of runs collapses to the majority rate m sigma below the
+others (claims.md §0.6; Mosbach et al. 2021: 10-30% of runs on RTE, MRPC and CoLA):
+
+- **paired**: a paired t of one contrast s(a) − s(b) (003-C1's kind), the seed shifting both
+  cells alike;
+- **Welch**: the same contrast between independent groups (two sizes: 003-C3's kind);
+- **share**: the seed bootstrap of a difference of shares G = (s(k) − s(0)) / (s(L) −
+  s(0)) between two sizes (003-C2's kind), 2,000 resamples;
+- **F**: the variance ratio's F interval over three cells of each arm (003-C22's kind);
+- **Holm**: 001-C4 (a), Holm over 6 one-sided step tests at 2.5%;
+- **Friedman**: 001-C4 (b), the steps' repeated-measures test at 5%.
+
+A mixture collapses runs in one arm ("one") or in every arm ("every"), each run on its own.
+Under the null of a mixture the arms' means over all runs are equal (the collapsing arm's
+other runs sit higher by rate x gap): the papers' estimand. Each row: the false-decision
+rate with its Monte-Carlo standard error, the nominal level, whether the rate stays within
+nominal + 2 SE, the share of null stores whose cells the verdicts mark as a mixture
+(``reinit_tune.verdicts.collapse``: their rows say the test's level is not assured), and
+the power at the effect.
+
+    python -m benchmarks.bench_verdict_levels                  # 400 stores a cell, ~10 min
+    python -m benchmarks.bench_verdict_levels --stores 40 --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+
+import numpy as np
+
+KINDS = ("paired", "Welch", "share", "F", "Holm", "Friedman")
+NOISES = (("normal", 0.0, 0, "-"), ("t3", 0.0, 0, "-"),
+          ("collapse", 0.10, 8, "one"), ("collapse", 0.15, 8, "one"),
+          ("collapse", 0.25, 8, "one"), ("collapse", 0.30, 8, "one"),
+          ("collapse", 0.15, 8, "every"), ("collapse", 0.15, 30, "one"),
+          ("collapse", 0.30, 30, "every"))
+SIGMA = 0.01
+MAJORITY = 0.5
+NOMINAL = {"paired": 0.025, "Welch": 0.025, "share": 0.025, "F": 0.025, "Holm": 0.025,
+           "Friedman": 0.05}
+
+
+def runs(rng, n: int, mean: float, noise: str, rate: float, gap: float, collapses: bool
+         ) -> tuple[np.ndarray, float]:
+    """``n`` runs of one cell, and the majority rate its collapsed runs sit at (-inf where
+    it does not collapse): ``mean`` over all runs; a collapsing cell's runs collapse with
+    probability ``rate`` to ``gap`` sigma below the others (which sit higher, so the mean
+    over all runs stays ``mean``)."""
+    if noise == "t3":
+        values = mean + SIGMA * rng.standard_t(3, n) / math.sqrt(3)  # sd sigma
+    else:
+        values = mean + SIGMA * rng.standard_normal(n)
+    if noise != "collapse" or not collapses:
+        return values, -math.inf
+    level = mean + rate * gap * SIGMA - gap * SIGMA
+    values = values + rate * gap * SIGMA  # the trained runs carry the collapses' share
+    values[rng.random(n) < rate] = level
+    return values, level
+
+
+def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, gap: float,
+              where: str) -> tuple[bool, bool]:
+    """(decided on the claimed side, marked as a mixture) for one simulated store."""
+    from reinit_tune.inference import (
+        cluster_bootstrap,
+        directional,
+        holm_rejects,
+        paired_contrast,
+        unpaired_contrast,
+        variance_ratio,
+    )
+    from reinit_tune.inference.bootstrap import Group as BootGroup
+    from reinit_tune.inference.rules import Verdict
+    from reinit_tune.verdicts import collapse
+    from reinit_tune.verdicts.curves import _friedman
+
+    levels: list[tuple[np.ndarray, float]] = []
+
+    def cell(mean: float, arm: int) -> np.ndarray:
+        collapses = where == "every" or (where == "one" and arm == 0)
+        values, level = runs(rng, n, mean, noise, rate, gap, collapses)
+        levels.append((values, level))
+        return values
+
+    def mixed() -> bool:  # what the verdicts mark: some runs collapsed, the cell trains
+        return any(collapse.count("", v, level, "accuracy").mixed for v, level in levels
+                   if math.isfinite(level))
+
+    base = 0.8
+    if kind in ("paired", "Welch"):
+        a, b = cell(base + effect * SIGMA, 0), cell(base, 1)
+        if kind == "paired":  # the seed moves both cells alike
+            shift = SIGMA * rng.standard_normal(n)
+            interval = paired_contrast(np.column_stack([a + shift, b + shift]), [1.0, -1.0])
+        else:
+            interval = unpaired_contrast([a, b], [1.0, -1.0])
+        return directional(interval) is Verdict.SUPPORTED, mixed()
+    if kind == "share":  # G(q) at two sizes, E = 0.5 and F = 0.9 at both
+        cells = []
+        for arm, g in ((0, 0.5 + effect * 0.05), (1, 0.5)):
+            e, f = cell(0.5, 1), cell(0.9, 1)
+            q = cell(0.5 + 0.4 * g, arm)
+            cells.append(BootGroup.of([e, q, f], paired=True))
+
+        def statistic(means):
+            g = [(m[1] - m[0]) / (m[2] - m[0]) for m in means]
+            return g[0] - g[1]
+
+        interval = cluster_bootstrap(cells, statistic, resamples=2000,
+                                     seed=int(rng.integers(2**31)))
+        return directional(interval) is Verdict.SUPPORTED, mixed()
+    if kind == "F":  # sigma(a) / sigma(b) > 1 (the claimed side); null: equal sigma
+        scale = 1.0 + effect / 3
+        a = [base + scale * (cell(base, 0) - base) for _ in range(3)]
+        b = [cell(base, 1) for _ in range(3)]
+        interval, _ = variance_ratio(a, b)
+        return interval.defined and interval.low > 1.0, mixed()
+    # a progressive curve of 7 cells, one seed shift per seed. Holm's null: a flat step
+    # (k = 2 to 3), none going down; Friedman's: every step alike (0.05)
+    means = [0.5 + 0.05 * k for k in range(7)]
+    if kind == "Holm":
+        means[3] = means[2]
+    means[3] -= effect * SIGMA * 2  # the effect: a dip at k = 3, uneven steps
+    shift = SIGMA * rng.standard_normal(n)
+    curve = np.column_stack([cell(m, k % 2) + shift for k, m in enumerate(means)])
+    steps = np.diff(curve, axis=1)
+    if kind == "Holm":
+        from scipy import stats
+
+        down = [float(stats.ttest_1samp(d, 0.0, alternative="less").pvalue) for d in steps.T]
+        return any(holm_rejects(down)), mixed()
+    return _friedman(steps) < 0.05, mixed()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--stores", type=int, default=400, help="simulated stores per cell")
+    p.add_argument("--n", type=int, nargs="+", default=[3, 5, 10], help="runs per cell")
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    p.add_argument("--smoke", action="store_true", help="two noises, n = 5: the code path")
+    args = p.parse_args(argv)
+    noises = NOISES[:3] if args.smoke else NOISES
+    if args.smoke:
+        args.n = [5]
+    print(f"{args.stores} stores a cell; effect 0 (false decisions) and 3 sigma (power)")
+    print("| kind | noise | rate | gap (sigma) | where | n | false | nominal | within "
+          "nominal + 2 SE | marked mixture | power |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|")
+    start = time.perf_counter()
+    for kind in args.kinds:
+        for noise, rate, gap, where in noises:
+            for n in args.n:
+                rng = np.random.default_rng([KINDS.index(kind), n, int(100 * rate), gap,
+                                             len(where), len(noise)])
+                null = [one_store(kind, rng, n, 0.0, noise, rate, gap, where)
+                        for _ in range(args.stores)]
+                power = [one_store(kind, rng, n, 3.0, noise, rate, gap, where)[0]
+                         for _ in range(args.stores)]
+                false = float(np.mean([d for d, _ in null]))
+                marked = float(np.mean([m for _, m in null]))
+                nominal = NOMINAL[kind]
+                se = math.sqrt(nominal * (1 - nominal) / args.stores)
+                ok = "yes" if false <= nominal + 2 * se else "**no**"
+                print(f"| {kind} | {noise} | {rate:g} | {gap:g} | {where} | {n} | "
+                      f"{false:.3f} | {nominal:g} | {ok} | {marked:.2f} | "
+                      f"{float(np.mean(power)):.2f} |", flush=True)
+    print(f"({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
