@@ -271,3 +271,18 @@ def test_gpu_suite_smoke_runs_every_stage_through_the_real_commands(tmp_path, gl
     assert re.search(r"calibrated estimate \d+ GPU-seconds against \d+ measured", text)
     assert re.search(r"003's progressive grid, --precision auto \(exit 0, \d+ s\): estimated "
                      r"cost: [\d.]+ ", text)
+
+
+def test_bench_verdict_levels_smoke_measures_each_kind_under_each_noise(capsys):
+    from benchmarks import bench_verdict_levels
+
+    assert bench_verdict_levels.main(["--smoke", "--stores", "20"]) == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "kind" not in line]
+    kinds = {r[0].strip() for r in rows}
+    assert kinds == set(bench_verdict_levels.KINDS)
+    for r in rows:
+        false, power, marked = float(r[6]), float(r[10]), float(r[9])
+        assert 0 <= false <= 1 and 0 <= power <= 1 and 0 <= marked <= 1
+        if r[1].strip() != "collapse":
+            assert marked == 0  # no collapse simulated, none marked

@@ -82,11 +82,13 @@ def big_store(tmp_path, rows: int) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     synth.add("progressive", "sst2", 0.7, epoch_scores=[0.5, 0.6, 0.7], reinit_layers=[5])
     synth.add("heads", "rte", 0.6, reinit_heads=((0, 1),))
     data = synth.load()
-    trials = data.trials.loc[np.arange(rows) % 2].reset_index(drop=True)
+    # SST-2 first whatever order the store lists its trials in: the failed odd rows are RTE
+    base = data.trials.sort_values("task", ascending=False, ignore_index=True)
+    trials = base.loc[np.arange(rows) % 2].reset_index(drop=True)
     trials["trial_id"] = [f"t{i:06d}" for i in range(rows)]
     trials["score"] = np.random.default_rng(0).permutation(rows) / rows
     trials["status"] = np.where(np.arange(rows) % 10 == 9, "error", "ok")
-    epochs = data.epochs.merge(pd.DataFrame({"old": data.trials["trial_id"].to_numpy()[
+    epochs = data.epochs.merge(pd.DataFrame({"old": base["trial_id"].to_numpy()[
         np.arange(rows) % 2], "trial_id": trials["trial_id"]}), left_on="trial_id",
         right_on="old", suffixes=("_x", "")).drop(columns=["old", "trial_id_x"])
     return trials, epochs, str(tmp_path / "results")

@@ -661,7 +661,7 @@ def test_degenerate_stores_get_marked_verdicts_and_no_traceback(tmp_path, capsys
     if store_kind == "all at the majority rate":
         _flat_store(tmp_path, 0.509, 5)
     elif store_kind == "one value per cell":
-        _flat_store(tmp_path, 0.0, 50, per_k=[0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8])
+        _flat_store(tmp_path, 0.0, 10, per_k=[0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8])
     else:
         _flat_store(tmp_path, 0.0, 1, per_k=[0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8])
     rows = evaluate(store.load_trials(tmp_path))
