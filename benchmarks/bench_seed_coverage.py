@@ -27,6 +27,14 @@ progressive k = 0..5 against k = L. σ (the widest contrast's SD of its ok seeds
 Targets: the worst contrast's coverage >= 0.94 for normal and heavy-tailed differences,
 >= 0.90 for ``failed 10%``; seeds used <= 0.4 x 50 where σ <= 1.5 W.
 
+**Collapsed runs, scores known** (``--collapse``): the groups a sweep runs know each run's
+score and its task's majority-class score, so the rule adds the collapse allowance
+(``reinit_tune.verdicts.collapse.contrast_allowances``) once a run collapsed. Simulated on
+scores (W = 0.02, one contrast, a reference at 0.8 that never collapses, a condition whose
+runs collapse with probability p to the majority rate m W below the others), by
+``GroupState``'s own decision path (``sequential.decide`` with the allowance), against the
+rule without it. The true contrast is the mean over all runs (-m W p).
+
 ``--smoke``: 300 groups per cell (CI runs it).
 """
 
@@ -39,7 +47,13 @@ import time
 import numpy as np
 
 from benchmarks import common
-from reinit_tune.inference.sequential import SeedRule, reported_half_widths, stopping_points
+from reinit_tune.inference.sequential import (
+    SeedRule,
+    decide,
+    reported_half_widths,
+    stopping_points,
+)
+from reinit_tune.verdicts import collapse
 
 SIGMAS = (0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 PROFILE = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2])  # the six contrasts' SDs, in σ
@@ -91,6 +105,46 @@ def cell(kind: str, sigma: float, contrasts: int, rule: SeedRule, groups: int,
     return covered.mean(axis=0), float(stop.mean())
 
 
+COLLAPSES = ((0.10, 8), (0.10, 12), (0.10, 24), (0.25, 8), (0.15, 14.5))
+
+
+def collapse_cell(p: float, m: float, sigma: float, rule: SeedRule, groups: int, aware: bool,
+                  rng: np.random.Generator) -> tuple[float, float]:
+    """Coverage of the reported interval of a contrast whose condition collapses with
+    probability ``p`` to ``m`` W below, and the mean seeds, with the collapse allowance
+    (``aware``) or without; W = ``rule.target_ci`` in score units."""
+    w = rule.target_ci
+    majority = 0.8 - m * w
+    covered, used = 0, 0
+    for _ in range(groups):
+        shift = rng.normal(0, sigma * w / np.sqrt(2), rule.max_seeds)
+        ref = 0.8 + shift + rng.normal(0, sigma * w / 2, rule.max_seeds)
+        cond = 0.8 + shift + rng.normal(0, sigma * w / 2, rule.max_seeds)
+        cond[rng.random(rule.max_seeds) < p] = majority
+        for n in range(rule.min_seeds, rule.max_seeds + 1):
+            extra = collapse.contrast_allowances([ref[:n], cond[:n]], majority, "accuracy") \
+                if aware else None
+            decision = decide((cond[:n] - ref[:n])[:, None], rule, extra)
+            if decision.closed:
+                break
+        covered += abs(float((cond[:n] - ref[:n]).mean()) + m * w * p) <= decision.reported
+        used += n
+    return covered / groups, used / groups
+
+
+def collapse_table(groups: int, rule: SeedRule, rng: np.random.Generator) -> str:
+    rows = []
+    for p, m in COLLAPSES:
+        for sigma in (0.5, 1.0):
+            row = [f"{100 * p:g}%", f"{m:g} W", f"{sigma:g}"]
+            for aware in (False, True):
+                coverage, seeds = collapse_cell(p, m, sigma, rule, groups, aware, rng)
+                row += [f"{coverage:.3f}", f"{seeds:.1f}"]
+            rows.append(row)
+    return common.table(["collapse rate", "below", "σ / W", "coverage (plain rule)",
+                         "mean seeds", "coverage (collapse allowance)", "mean seeds"], rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--groups", type=int, default=10_000, help="simulated groups per cell")
@@ -100,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="γ of the upper limit of σ the rule plans with")
     p.add_argument("--kinds", nargs="*", default=list(KINDS), choices=KINDS)
     p.add_argument("--smoke", action="store_true")
+    p.add_argument("--collapse", type=int, default=0, metavar="GROUPS",
+                   help="also the collapse table, this many groups a cell (W = 0.02)")
     args = p.parse_args(argv)
     groups = 300 if args.smoke else args.groups
     rule = SeedRule(1.0, args.min_seeds, args.max_seeds,
@@ -127,6 +183,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{rule.max_seeds}; standard error of a coverage near 0.95: "
           f"{np.sqrt(0.95 * 0.05 / groups):.4f}; {common.load_average()}; "
           f"{time.perf_counter() - began:.0f} s)")
+    if args.collapse:
+        began = time.perf_counter()
+        scored = SeedRule(0.02, args.min_seeds, args.max_seeds,
+                          sigma_confidence=args.sigma_confidence)
+        print()
+        print(collapse_table(args.collapse, scored, rng))
+        print(f"({args.collapse} groups per cell; {time.perf_counter() - began:.0f} s)")
     return 0
 
 

@@ -84,6 +84,8 @@ class Reason(Enum):
 
     MIN_SEEDS = "below --min-seeds"
     OPEN = "interval wider than --target-ci"
+    COLLAPSE = ("interval and the collapse rates its runs leave possible wider than "
+                "--target-ci")
     NO_SPREAD = "every seed gave the same difference (runs predicting one class?)"
     REACHED = "reached --target-ci"
     MAX_SEEDS = "stopped at --max-seeds"
@@ -134,11 +136,12 @@ def planning_half_widths(diffs: np.ndarray, rule: SeedRule) -> np.ndarray:
     return half_widths(diffs, rule.level) * inflation
 
 
-def reported_half_widths(diffs: np.ndarray, rule: SeedRule) -> np.ndarray:
-    """The half-widths of the intervals a stopped group reports, ``max(W, t·S/√n)`` per
+def reported_half_widths(diffs: np.ndarray, rule: SeedRule, allowance=0.0) -> np.ndarray:
+    """The half-widths of the intervals a stopped group reports, ``max(W, t·S/√n + a)`` per
     contrast: the fixed-width interval of the rule (Chow & Robbins 1965), or the t-interval
-    where ``--max-seeds`` stopped the group wider than ``W``."""
-    return np.maximum(rule.target_ci, half_widths(diffs, rule.level))
+    widened by its collapse allowance ``a`` where ``--max-seeds`` stopped the group wider
+    than ``W``."""
+    return np.maximum(rule.target_ci, half_widths(diffs, rule.level) + allowance)
 
 
 def _no_spread(diffs: np.ndarray) -> np.ndarray:
@@ -147,26 +150,35 @@ def _no_spread(diffs: np.ndarray) -> np.ndarray:
     return spread <= 1e-12 * np.maximum(1.0, np.abs(diffs).max(axis=-2))
 
 
-def decide(diffs: np.ndarray, rule: SeedRule) -> SeedDecision:
+def decide(diffs: np.ndarray, rule: SeedRule, allowance: np.ndarray | None = None
+           ) -> SeedDecision:
     """The decision for a group whose complete seeds 0..n-1 gave the paired differences
-    ``diffs`` (n rows, one column per contrast): stop, or ask for seed n."""
+    ``diffs`` (n rows, one column per contrast): stop, or ask for seed n. ``allowance``
+    (per contrast, in the metric's units): how far the collapse rates the group's runs
+    leave possible could move each contrast (``reinit_tune.verdicts.collapse``), added to
+    the planned half-width, so a group where runs collapse stops only once the rates it
+    has not excluded fit within ``W`` too."""
     diffs = np.asarray(diffs, dtype=float)
     if diffs.ndim == 1:  # one contrast
         diffs = diffs[:, None]
     n = diffs.shape[0]
+    extra = np.zeros(diffs.shape[1]) if allowance is None else np.asarray(allowance, float)
     widest = float(half_widths(diffs, rule.level).max()) if n >= 2 else None
-    reported = float(reported_half_widths(diffs, rule).max()) if n >= 2 else None
+    reported = float(reported_half_widths(diffs, rule, extra).max()) if n >= 2 else None
     if n < rule.min_seeds:
         return SeedDecision(n, rule.min_seeds, Reason.MIN_SEEDS, widest, reported)
+    planned = planning_half_widths(diffs, rule)
+    within = float((planned + extra).max()) <= rule.target_ci
     if n >= rule.max_seeds:
-        if float(planning_half_widths(diffs, rule).max()) <= rule.target_ci \
-                and not _no_spread(diffs).any():
+        if within and not _no_spread(diffs).any():
             return SeedDecision(n, n, Reason.REACHED, widest, reported)
         return SeedDecision(n, n, Reason.MAX_SEEDS, widest, reported)
     if _no_spread(diffs).any():
         return SeedDecision(n, n + 1, Reason.NO_SPREAD, widest, reported)
-    if float(planning_half_widths(diffs, rule).max()) <= rule.target_ci:
+    if within:
         return SeedDecision(n, n, Reason.REACHED, widest, reported)
+    if float(planned.max()) <= rule.target_ci:
+        return SeedDecision(n, n + 1, Reason.COLLAPSE, widest, reported)
     return SeedDecision(n, n + 1, Reason.OPEN, widest, reported)
 
 

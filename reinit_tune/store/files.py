@@ -32,6 +32,13 @@ log = logging.getLogger("reinit_tune")
 COMPACTED_PREFIX = "compacted-"
 
 
+def literal(path: str | os.PathLike) -> str:
+    """``path`` as DuckDB's file readers take it literally: they expand ``[ ] * ?`` in
+    every path they are given, even in a list of files, so a store at ``runs[1]`` would
+    read ``runs1``; each of ``[ * ?`` becomes a one-character class (``[[]``)."""
+    return "".join(f"[{c}]" if c in "[*?" else c for c in str(path))
+
+
 def compacted_name(stamp_ns: int, keys: int) -> str:
     """A new compacted file's name: its stamp (what orders compacted files), a random part
     (two compactions in one nanosecond), and how many keys (trials) it holds, which stays

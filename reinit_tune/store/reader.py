@@ -36,6 +36,7 @@ from reinit_tune.store.files import (
     compacted_at,
     conform,
     listing,
+    literal,
     read_one,
     warn_unreadable,
 )
@@ -169,7 +170,7 @@ def schema_groups(con, files: list[str], problems: Problems) -> list[list[str]]:
             "converted_type, logical_type, num_children), ';' ORDER BY "
             "concat_ws('|', name, type, repetition_type, converted_type, logical_type, "
             "num_children)) FROM parquet_schema($files) GROUP BY file_name",
-            params={"files": chunk}).fetchall()
+            params={"files": [literal(f) for f in chunk]}).fetchall()
 
     groups: dict[str, list[str]] = {}
     for part in bisect(files, signatures, problems.unreadable):
@@ -260,7 +261,7 @@ def read_files(con, files: list[str], table: Table, columns: list[str],
         select = ", ".join(f'"{c}"' for c in present)
         return con.sql(f"SELECT {select}, filename AS {FILENAME} FROM "
                        "read_parquet($files, filename = true)",
-                       params={"files": chunk}).to_arrow_table()
+                       params={"files": [literal(f) for f in chunk]}).to_arrow_table()
 
     tables = []
     try:

@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reinit_tune.store.files import COMPACTED_PREFIX
+from reinit_tune.store.files import COMPACTED_PREFIX, literal
 from reinit_tune.store.tables import TABLES
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def view(results_dir: str | os.PathLike, name: str) -> str:
     """``CREATE OR REPLACE VIEW <name>``: the rows of table ``name`` (``trials``,
     ``epochs``, ...) of the winning file of each key, every column of the table."""
     table = TABLES[name]
-    files = _quoted(str(Path(results_dir) / name / "*.parquet"))
+    files = _quoted(literal(Path(results_dir) / name) + "/*.parquet")
     # a per-trial file ranks first; compacted files by their time-stamped names, newest first
     rank = (f"CASE WHEN parse_filename(__file) LIKE '{COMPACTED_PREFIX}%' THEN 1 ELSE 0 END, "
             "__file DESC")

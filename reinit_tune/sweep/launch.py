@@ -269,7 +269,7 @@ def devices_line(gpus_per_trial: float, gpus: float,
     return f"GPU trials: {gpus_per_trial:g} GPU per Tune trial, {what}, {where}{at_once}"
 
 
-def _group_scores(plan: Plan) -> dict[str, float]:
+def _group_scores(plan: Plan) -> seeds.Stored:
     """The stored scores of the trials of ``plan``'s seed groups."""
     ids = {t for g in plan.groups for per_seed in g.trials for t in per_seed.values()}
     return seeds.stored_scores(str(plan.results_dir), ids)

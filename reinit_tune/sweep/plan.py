@@ -132,10 +132,10 @@ def _not_needed(groups: tuple[SeedGroup, ...], rule, results: Path) -> set[str]:
     """Trials of ``groups`` past the seeds their stored runs already settle (the rest are
     the searcher's to decide as seeds finish)."""
     ids = {t for g in groups for per_seed in g.trials for t in per_seed.values()}
-    scores = seeds.stored_scores(str(results), ids)
+    stored = seeds.stored_scores(str(results), ids)
     out = set()
     for group in groups:
-        closed = seeds.closed_seeds(group, scores, rule)
+        closed = seeds.closed_seeds(group, stored, rule)
         if closed is not None:
             out |= {t for per_seed in group.trials[closed:] for t in per_seed.values()}
     return out

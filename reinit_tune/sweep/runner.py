@@ -22,7 +22,7 @@ from typing import TextIO
 from reinit_tune import store
 from reinit_tune.config import TrialConfig
 from reinit_tune.model.shape import ModelShape
-from reinit_tune.sweep import cluster, console, cost, environment, preflight
+from reinit_tune.sweep import cluster, console, cost, environment, preflight, seeds
 from reinit_tune.sweep import plan as planning
 from reinit_tune.sweep.cluster import Devices
 from reinit_tune.sweep.options import AUTO_GPUS, RunOptions
@@ -61,6 +61,8 @@ class Sweep:
             self._print(f"seeds on demand: {len(plan.groups)} groups; at least {len(least)} "
                         f"trials (every group stops at --min-seeds {rule.min_seeds}), at most "
                         f"{len(plan.todo)} (every group runs to --max-seeds {rule.max_seeds})")
+            if note := seeds.unseen_collapse_note(plan.groups, rule):
+                self._print(note)
             for what, configs in (("at least", least), ("at most", list(plan.todo))):
                 if configs:
                     self._print(f"{what}: {self._cost(plan, configs, calibrate)}")

@@ -16,10 +16,10 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from reinit_tune import store
-from reinit_tune.inference.sequential import SeedRule, decide
+from reinit_tune.inference.sequential import SeedRule
 from reinit_tune.sweep.claims import CLAIMS
 from reinit_tune.sweep.progress import trial_name
-from reinit_tune.sweep.seeds import GroupState, SeedGroup, SeedReport, seed_report
+from reinit_tune.sweep.seeds import GroupState, SeedGroup, SeedReport, Stored, seed_report
 
 POLL_S = 5.0  # how often trials another driver trains are looked up in the store
 
@@ -75,21 +75,18 @@ class SeedSearcher(Searcher):
 
     def __init__(self, groups: list[SeedGroup], rule: SeedRule, grid: Mapping[str, dict],
                  members: Mapping[str, list[str]], results_dir: str,
-                 stored: Mapping[str, float],
+                 stored: Stored,
                  on_close: Callable[[list[str]], None] | None = None):
         super().__init__()
         self.rule = rule
         self.grid = dict(grid)
         self.results_dir = results_dir
-        self.states = [GroupState(g) for g in groups]
+        self.states = [GroupState.of(g, stored) for g in groups]
         self.pid_of = {t: pid for pid, ids in members.items() for t in ids}
         self.members = {pid: list(ids) for pid, ids in members.items()}
         self.where = {t: (i, seed) for i, state in enumerate(self.states)
                       for seed, per_seed in enumerate(state.group.trials)
                       for t in per_seed.values()}
-        for trial_id, score in stored.items():
-            if trial_id in self.where:
-                self.states[self.where[trial_id][0]].scores[trial_id] = score
         self.queue: deque[str] = deque()
         self.in_flight: set[str] = set()  # pids handed out, not yet settled
         self.unsettled: dict[str, set[str]] = {}  # pid -> its members not yet stored
@@ -121,9 +118,10 @@ class SeedSearcher(Searcher):
         pass  # the store writer tells ``record`` what was stored
 
     # -- the store's side ----------------------------------------------------------------
-    def record(self, trial_id: str, status: str | None, score: float | None) -> None:
-        """``trial_id`` was stored with ``status`` ("ok": ``score``), or (None) is left to
-        another driver."""
+    def record(self, trial_id: str, status: str | None, score: float | None,
+               majority: float | None = None) -> None:
+        """``trial_id`` was stored with ``status`` ("ok": ``score``, and its task's
+        ``majority``-class score), or (None) is left to another driver."""
         if trial_id not in self.where:
             return
         i, _ = self.where[trial_id]
@@ -133,6 +131,8 @@ class SeedSearcher(Searcher):
             self.elsewhere.add(trial_id)
         elif status == "ok" and score is not None and np.isfinite(score):
             state.scores[trial_id] = float(score)
+            if majority is not None and np.isfinite(majority):
+                state.majority = float(majority)
         else:
             state.failed.add(trial_id)
         if pid is not None:
@@ -147,11 +147,13 @@ class SeedSearcher(Searcher):
     def _poll(self) -> None:
         """Trials another driver trains: stored since, or free to train here again."""
         self.last_poll = time.monotonic()
-        rows = store.load_trials(self.results_dir, columns=["trial_id", "status", "score"])
+        rows = store.load_trials(self.results_dir,
+                                 columns=["trial_id", "status", "score", "majority_score"])
         rows = rows[rows["trial_id"].isin(self.elsewhere)]
         for row in rows.itertuples():
             self.elsewhere.discard(row.trial_id)
-            self.record(row.trial_id, row.status, row.score)
+            self.record(row.trial_id, row.status, row.score,
+                        getattr(row, "majority_score", None))
         claims = Path(self.results_dir) / CLAIMS
         for trial_id in sorted(self.elsewhere):
             if not (claims / f"{trial_id}.json").exists():  # its driver let it go
@@ -164,8 +166,7 @@ class SeedSearcher(Searcher):
     def _advance(self, i: int) -> None:
         """Decide group ``i`` on its complete seeds; hand out the seeds it wants next."""
         state = self.states[i]
-        n = state.complete()
-        state.decision = decide(state.diffs(n), self.rule)
+        state.decision = state.decide(self.rule)
         # a partly stored seed past the decision (a resumed or extended sweep) is finished,
         # so stored seeds stay paired
         wanted = max(state.decision.wanted, state.touched())

@@ -24,6 +24,7 @@ finish before it decides on the next one.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +34,9 @@ from reinit_tune import store
 from reinit_tune.config import LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
 from reinit_tune.errors import InputError
 from reinit_tune.inference.sequential import SeedDecision, SeedRule, decide
+from reinit_tune.tasks import get_task
+from reinit_tune.train_size import SMALL_DATA, TrainSize
+from reinit_tune.wording import counted
 
 # The fields that make a trial's condition within its group (its surgery); every other
 # field, but the seed, makes the group.
@@ -65,9 +69,41 @@ class SeedGroup:
     label: str
     conditions: tuple[tuple, ...]  # the reference first
     trials: tuple[Mapping[tuple, str], ...]  # by seed 0..max_seeds-1
+    metric: str = "accuracy"  # its task's primary metric (what a trial's score is)
+    small: bool = False  # it trains on small data (``collapse.prone``)
 
     def contrasts(self) -> int:
         return len(self.conditions) - 1
+
+
+# the least share of collapsed runs Mosbach et al. (2021, §4) report at small data (10-30%)
+UNSEEN_RATE = 0.10
+UNSEEN_MISS = 0.05  # how often a group may stop before such a collapse mode showed
+
+
+def seeds_to_show(rate: float = UNSEEN_RATE, miss: float = UNSEEN_MISS) -> int:
+    """The seeds after which a condition's collapse mode at ``rate`` has shown at least once
+    with probability ``1 - miss``: ``(1 - rate)^n <= miss``."""
+    return math.ceil(math.log(miss) / math.log(1 - rate))
+
+
+def unseen_collapse_note(groups: Iterable[SeedGroup], rule: SeedRule) -> str | None:
+    """What a plan of small-data groups that may stop at ``rule.min_seeds`` risks: stopping
+    before a collapse mode showed (then no collapse allowance widens its interval, and the
+    interval misses the mean over all runs by rate x gap); None where nothing is at risk."""
+    small = [g for g in groups if g.small]
+    need = seeds_to_show()
+    if not small or rule.min_seeds >= need:
+        return None
+    missed = (1 - UNSEEN_RATE) ** rule.min_seeds
+    return (f"seeds on demand: small data (at most {SMALL_DATA:,} examples) in "
+            f"{counted(len(small), 'group')}, where 10-30% of runs can collapse to the "
+            "majority class (Mosbach et al. 2021); a group that stops at --min-seeds "
+            f"{rule.min_seeds} has not seen a {100 * UNSEEN_RATE:g}% collapse mode of a "
+            f"condition with probability {missed:.2f}, and its interval then misses the mean "
+            f"over all runs by rate x gap. --min-seeds {need} makes that "
+            f"{100 * UNSEEN_MISS:g}% (a group that sees a collapse runs on until the rates "
+            "its runs leave possible fit within --target-ci)")
 
 
 def group_and_seed(groups: Iterable[SeedGroup]) -> Callable[[TrialConfig], tuple | None]:
@@ -121,21 +157,59 @@ def groups_of(configs: Iterable[TrialConfig], rule: SeedRule, family: str) -> li
                    "the authors' protocol pairs no seeds)" if "permutations" in family
                    else "its protocol pairs no seeds; use a fixed --seeds N"))
         conditions.remove(REFERENCE)
+        task = get_task(first[key].task)
+        examples = TrainSize.of(first[key].train_size).wanted(task.train_rows, task.name)
         groups.append(SeedGroup(label, (REFERENCE, *conditions),
-                                tuple(seeds[s] for s in wanted)))
+                                tuple(seeds[s] for s in wanted), task.primary,
+                                examples <= SMALL_DATA))
     return sorted(groups, key=lambda g: g.label)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """The ok scores of stored trials, and their task's majority-class score (what a
+    collapsed run scores at most), by trial id."""
+
+    scores: dict[str, float] = field(default_factory=dict)
+    majority: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
 class GroupState:
     """What a ``SeedSearcher`` knows of one group: scores by trial id (ok runs only), the
-    trials that failed, and the seeds handed out so far."""
+    trials that failed, the seeds handed out so far, and its task's majority-class score
+    once a run has told it."""
 
     group: SeedGroup
     scores: dict[str, float] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
     released: int = 0
     decision: SeedDecision | None = None
+    majority: float | None = None
+
+    @classmethod
+    def of(cls, group: SeedGroup, stored: Stored) -> GroupState:
+        """The state ``stored`` gives ``group``."""
+        ids = [t for per_seed in group.trials for t in per_seed.values()]
+        majority = next((stored.majority[t] for t in ids if t in stored.majority), None)
+        return cls(group, {t: stored.scores[t] for t in ids if t in stored.scores},
+                   majority=majority)
+
+    def decide(self, rule: SeedRule) -> SeedDecision:
+        """``sequential.decide`` on the complete seeds, with the collapse allowance."""
+        n = self.complete()
+        return decide(self.diffs(n), rule, self.allowance(n))
+
+    def allowance(self, n: int) -> np.ndarray | None:
+        """Per contrast, how far the collapse rates the first ``n`` seeds' runs leave possible
+        could move it (``collapse.contrast_allowances``); None where none collapsed."""
+        if self.majority is None or n < 1:
+            return None
+        from reinit_tune.verdicts import collapse
+
+        return collapse.contrast_allowances(
+            [np.array([self.scores[s[c]] for s in self.group.trials[:n]])
+             for c in self.group.conditions], self.majority, self.group.metric)
 
     def complete(self) -> int:
         """Seeds 0..n-1 with every condition scored."""
@@ -211,7 +285,7 @@ def seed_report(states: Iterable[GroupState], rule: SeedRule) -> SeedReport:
     results = []
     for s in states:
         n = s.complete()
-        d = decide(s.diffs(n), rule)
+        d = s.decide(rule)
         reason = (d.reason.value if d.closed
                   else f"a trial of seed {n} did not finish ok" if s.stuck(n)
                   else "not finished")
@@ -220,24 +294,27 @@ def seed_report(states: Iterable[GroupState], rule: SeedRule) -> SeedReport:
     return SeedReport(rule, tuple(results))
 
 
-def stored_report(groups: Iterable[SeedGroup], scores: Mapping[str, float],
-                  rule: SeedRule) -> SeedReport:
+def stored_report(groups: Iterable[SeedGroup], stored: Stored, rule: SeedRule) -> SeedReport:
     """``seed_report`` of what the store holds."""
-    return seed_report([GroupState(g, dict(scores)) for g in groups], rule)
+    return seed_report([GroupState.of(g, stored) for g in groups], rule)
 
 
-def closed_seeds(group: SeedGroup, scores: Mapping[str, float], rule: SeedRule) -> int | None:
-    """The seeds ``group`` has in all if the ``scores`` stored already close it (its seeds
+def closed_seeds(group: SeedGroup, stored: Stored, rule: SeedRule) -> int | None:
+    """The seeds ``group`` has in all if the runs ``stored`` already close it (its seeds
     past the decision that are partly stored are finished, to stay paired), else None."""
-    state = GroupState(group, {t: v for t, v in scores.items()})
-    n = state.complete()
-    if not decide(state.diffs(n), rule).closed:
+    state = GroupState.of(group, stored)
+    if not state.decide(rule).closed:
         return None
-    return max(n, state.touched())
+    return max(state.complete(), state.touched())
 
 
-def stored_scores(results_dir: str, trial_ids: set[str]) -> dict[str, float]:
-    """The scores of the ok trials of ``trial_ids`` the store holds."""
-    rows = store.load_trials(results_dir, status="ok", columns=["trial_id", "score"])
+def stored_scores(results_dir: str, trial_ids: set[str]) -> Stored:
+    """The scores of the ok trials of ``trial_ids`` the store holds, and their tasks'
+    majority-class scores."""
+    rows = store.load_trials(results_dir, status="ok",
+                             columns=["trial_id", "score", "majority_score"])
     rows = rows[rows["trial_id"].isin(trial_ids)]
-    return dict(zip(rows["trial_id"], rows["score"].astype(float), strict=True))
+    majority = rows.dropna(subset=["majority_score"]) if "majority_score" in rows else rows[:0]
+    return Stored(dict(zip(rows["trial_id"], rows["score"].astype(float), strict=True)),
+                  dict(zip(majority["trial_id"], majority["majority_score"].astype(float),
+                           strict=True)))

@@ -62,7 +62,8 @@ class StoreWriter(tune.Callback):
         self.settled: set[str] = set()
         # told of each trial once stored (its status, and its score when ok) or left to
         # another driver (status None): what seeds on demand decides on
-        self.on_stored: Callable[[str, str | None, float | None], None] | None = None
+        self.on_stored: Callable[[str, str | None, float | None, float | None], None] | None \
+            = None
         # ends trials that make no progress within their limit (reinit_tune.sweep.stalls)
         self.watchdog: Watchdog | None = None
         # held from a row's write to its count: a summary printed from another thread (the
@@ -160,7 +161,8 @@ class StoreWriter(tune.Callback):
         self._release(config.trial_id)
         self.settled.add(config.trial_id)
         if self.on_stored is not None:
-            self.on_stored(config.trial_id, status, row["score"] if status == "ok" else None)
+            self.on_stored(config.trial_id, status, row["score"] if status == "ok" else None,
+                           row.get("majority_score"))
         if status == "ok":
             self.summary.ok += 1
             self.summary.examples_per_s.append(row["train_examples_per_s"])
@@ -202,7 +204,7 @@ class StoreWriter(tune.Callback):
             self.summary.elsewhere[why] += 1
             self.settled.add(trial_id)
             if self.on_stored is not None:
-                self.on_stored(trial_id, None, None)
+                self.on_stored(trial_id, None, None, None)
             if self.progress is not None:
                 self.progress.trial_stopped(trial_id)
             return

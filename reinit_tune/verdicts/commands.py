@@ -36,9 +36,12 @@ def sweep_command(claim: Claim, group: Group, finding: Finding, results_dir: str
     if finding.family == "permutations":  # orders are the permuted cell's runs
         how = f"--permutations {max(n, Permuted.min_runs)} --seeds {claim.n_min}"
     elif seeds is not None and target is not None and finding.family in ON_DEMAND_FAMILIES:
-        # seeds on demand: each cell's seeds until its interval is narrower than the
-        # distance from the estimate to the rule's boundary
-        width = float(f"{abs(target[0].estimate - target[1]):.2g}")
+        # seeds on demand: each cell's seeds until its interval's half-width is half the
+        # distance d from the estimate to the rule's boundary. A half-width of d itself
+        # decides only where the new estimate lands on the far side of the old one (74.5%
+        # of the time with the estimate exactly true); d/2 leaves the estimate d/2 to move
+        # (97.5%)
+        width = float(f"{abs(target[0].estimate - target[1]) / 2:.2g}")
         how = (f"--seeds auto --target-ci {width:g} --min-seeds {max(3, claim.n_min)} "
                f"--max-seeds {max(n, DEFAULT_MAX_SEEDS)}")
     ks = _k_flag(claim, finding, [g for g in (group, large) if g is not None],

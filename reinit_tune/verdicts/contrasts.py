@@ -48,6 +48,7 @@ from reinit_tune.inference import (
     unpaired_contrast,
 )
 from reinit_tune.inference.bootstrap import Group as BootGroup
+from reinit_tune.verdicts import collapse
 from reinit_tune.verdicts.conditions import Condition, Kept, Layer, Permuted
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group
@@ -70,11 +71,13 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
         level: float = 0.95) -> tuple[Interval | None, tuple[str, ...], str | None]:
     """Σ w · cell mean over the terms of each group (one list of terms per group): paired by
     seed when there is one group and its cells share at least ``n_min`` seeds (on those
-    seeds only, where some cell has more: "paired t (common seeds)"), else Welch. Returns
-    the interval, or the missing cells and the family that runs them."""
+    seeds only, where some cell has more: "paired t (common seeds)"), else Welch; in a group
+    where runs collapse, widened by the collapse bound (``collapse.bound``). Returns the
+    interval, or the missing cells and the family that runs them."""
     cells: dict[str, pd.Series] = {}
     weights: dict[str, float] = {}
     minimum: dict[str, int] = {}
+    chance: dict[str, float | None] = {}
     family = None
     for group, group_terms in zip(groups, terms, strict=True):
         for condition, weight in group_terms:
@@ -83,6 +86,7 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
             cells[name] = group.cell(condition)
             weights[name] = weights.get(name, 0.0) + weight
             minimum[name] = condition.min_runs
+            chance[name] = group.chance
             family = family or condition.family
     missing = _missing(cells, n_min, minimum)
     if missing:
@@ -92,20 +96,43 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
         empty = [c for c, n in runs if n == 0]
         short = [c for c, n in runs if n < max(n_min, c.min_runs)]
         return None, missing, (empty or short)[0].family
+    interval = _contrast(groups, terms, cells, weights, n_min, level)
+    # collapse is a mode where a surgery of a group shows one, or a cell read here does (a
+    # permuted cell's orders, one run each, show it only together)
+    if any(_collapses(g) for g in groups) or collapse.collapses_in(
+            [c.to_numpy() for c in cells.values()], groups[0].chance, groups[0].metric):
+        interval = collapse.bound(interval, [(cells[name].to_numpy(), weights[name],
+                                              chance[name]) for name in cells],
+                                  groups[0].metric)
+    return interval, (), family
+
+
+def _collapses(group: Group) -> bool:
+    """Whether collapse is a mode of ``group`` (``collapse.collapses_in``), once a group."""
+    if "collapses" not in group._cells:
+        group._cells["collapses"] = collapse.collapses_in(
+            (values["score"] for _, values in group.surgeries.values()), group.chance,
+            group.metric)
+    return group._cells["collapses"]
+
+
+def _contrast(groups: Sequence[Group], terms: Sequence[Terms], cells: dict[str, pd.Series],
+              weights: dict[str, float], n_min: int, level: float) -> Interval:
+    """The t interval of Σ w · cell mean: paired by seed where one group's cells share
+    their seeds (or enough of them), else Welch."""
     series = list(cells.values())
     units = [tuple(s.index) for s in series]
     seeds = len(groups) == 1 and not any(isinstance(c, Permuted) for c, _ in terms[0])
     if seeds and all(u == units[0] for u in units):
         matrix = np.column_stack([s.to_numpy() for s in series])
-        return paired_contrast(matrix, list(weights.values()), level), (), family
+        return paired_contrast(matrix, list(weights.values()), level)
     if seeds and len(common := _common_seeds(series)) >= max(n_min, 2):
         # a cell with a seed the others lack (one extra run) stays paired on the seeds
         # they share: the extra runs are left out rather than the pairing
         matrix = np.column_stack([s[common].to_numpy() for s in series])
         interval = paired_contrast(matrix, list(weights.values()), level)
-        return dataclasses.replace(interval, method="paired t (common seeds)"), (), family
-    return unpaired_contrast([s.to_numpy() for s in series], list(weights.values()),
-                             level), (), family
+        return dataclasses.replace(interval, method="paired t (common seeds)")
+    return unpaired_contrast([s.to_numpy() for s in series], list(weights.values()), level)
 
 
 def _common_seeds(cells: Sequence[pd.Series]) -> pd.Index:

@@ -314,12 +314,15 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
          tasks: tuple[str, ...] | None = None) -> VerdictRow:
     finding = _spreadless(finding)
     counted = _collapses(claim, [g for g in (group, large, pair) if g is not None])
+    refused = _unbounded_mixture(finding, counted)
+    refused, finding = refused is not finding, refused
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value
+    decided = (Verdict.SUPPORTED, Verdict.CONTRADICTED)
     seeds = None
     undecidable = False  # not by --max-seeds' default seeds per cell at the observed spread
     target = finding.to_decide()
-    if finding.verdict is Verdict.INCONCLUSIVE and target is not None and \
+    if finding.verdict is Verdict.INCONCLUSIVE and target is not None and not refused and \
             target[0] is not None and finding.min_runs is None:
         seeds = seeds_to_decide(*target, limit=DEFAULT_MAX_SEEDS)
         undecidable = seeds is None and target[0].defined and target[0].n_min >= 2
@@ -344,11 +347,15 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
                   }.get(finding.verdict, "") + f" (estimate {finding.rule})"
     if method:  # one of the claim's sub-statistics (Spearman, Pearson): say which
         reason = f"{method}: {reason}" if reason else method
-    if collapse.mixed_cells(counted) and finding.verdict in (Verdict.SUPPORTED,
-                                                             Verdict.CONTRADICTED):
+    bounded = interval is not None and interval.method.endswith(collapse.BOUND)
+    if bounded:
+        n = interval.n_min
         reason = (reason + "; " if reason else "") + (
-            "some runs collapsed and others did not: its test's level is not assured on "
-            "such a mixture (claims.md §0.6)")
+            "the interval allows for every collapse rate its cells' runs leave possible "
+            "(95% Clopper-Pearson; claims.md §0.6)" if finding.verdict in decided else
+            f"not decidable at n = {n} with collapsed runs: the interval allows for every "
+            "collapse rate its cells' runs leave possible (95% Clopper-Pearson; claims.md "
+            "§0.6)")
     if seeds is not None:
         reason = (reason + "; " if reason else "") + (
             f"about {seeds} seeds per cell would decide it at the observed spread "
@@ -405,6 +412,26 @@ def _collapses(claim: Claim, compared: list[Group]) -> list[collapse.CellCollaps
                 out.append(collapse.count(f"{condition.describe(g.num_layers)}{at}{where}",
                                           cell.to_numpy(), g.chance, g.metric))
     return list({c.cell: c for c in out}.values())
+
+
+def _unbounded_mixture(finding: Finding, counted: list[collapse.CellCollapse]) -> Finding:
+    """A decision on cells that mix collapsed and trained runs by a statistic the collapse
+    bound does not cover (a bootstrap, an F ratio, Holm's p values, a correlation): those
+    tests do not hold their level on such a mixture (``benchmarks/bench_verdict_levels``),
+    so the row is not decided and says so."""
+    mixed = collapse.mixed_cells(counted)
+    interval = finding.interval
+    if not mixed or finding.verdict not in (Verdict.SUPPORTED, Verdict.CONTRADICTED) or (
+            interval is not None and interval.method.endswith(collapse.BOUND)):
+        return finding
+    method = interval.method if interval is not None else "its test"
+    n = min(c.runs for c in mixed)
+    why = (f"not decidable at n = {n} with collapsed runs: {method} does not hold its level "
+           f"on cells that mix collapsed and trained runs ({finding.verdict} before this; "
+           "claims.md §0.6)")
+    return dataclasses.replace(finding, verdict=Verdict.INCONCLUSIVE, family=None,
+                               undecided=None, reason=f"{finding.reason}; {why}"
+                               if finding.reason else why)
 
 
 def _spreadless(finding: Finding) -> Finding:

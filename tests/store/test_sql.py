@@ -94,3 +94,30 @@ def test_plain_sql_over_the_files_would_count_reruns_twice(rerun_store):
     raw = duckdb.sql(f"SELECT count(*) FROM {files} WHERE status = 'ok'").fetchall()[0][0]
     assert raw > 8  # the compacted rows of the reruns are still there; the views hide them
     assert isinstance(sql.connect(rerun_store).sql("SELECT * FROM trials").df(), pd.DataFrame)
+
+
+@pytest.mark.parametrize("name", ["runs[1]", "runs*", "runs?", "my runs [a-z] o'clock"])
+def test_a_store_whose_path_looks_like_a_pattern_reads_its_own_rows(tmp_path, capsys, name):
+    """DuckDB expands ``[ ] * ?`` in every path it reads: a store at ``runs[1]`` beside a
+    ``runs1`` read runs1's scores, before and after compaction, in the loaders, the SQL
+    views and the report's command. Each store reads only its own rows."""
+    from tests.helpers import cli
+
+    mine, other = tmp_path / name, tmp_path / "runs1"
+    for root, score in ((mine, 0.25), (other, 0.75)):
+        synth = SyntheticStore(root)
+        for seed in range(3):
+            synth.add("progressive", "sst2", score, seed=seed, train_size=500,
+                      reinit_layers=range(2, 6))
+    for compacted in (False, True):
+        if compacted:
+            store.compact(mine)
+            store.compact(other)
+        trials = store.load_trials(mine)
+        assert len(trials) == 3 and set(trials["score"]) == {0.25}, compacted
+        con = sql.connect(mine)
+        assert con.sql("SELECT count(*), avg(score) FROM trials").fetchall() == [(3, 0.25)]
+        assert con.sql("SELECT count(*) FROM epochs").fetchall()[0][0] == \
+            len(store.load_epochs(mine))
+    code, out = cli(capsys, "store", "check", "--results", str(mine))
+    assert code == 0 and "store is clean" in out, out

@@ -16,7 +16,7 @@ from reinit_tune.families import Grid
 from reinit_tune.inference.sequential import SeedRule
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.sweep.searcher import SeedSearcher
-from reinit_tune.sweep.seeds import REFERENCE, groups_of
+from reinit_tune.sweep.seeds import REFERENCE, Stored, groups_of
 
 SHAPE = ModelShape(num_layers=4, num_heads=4, hidden_size=32)
 RULE = SeedRule(0.02, min_seeds=3, max_seeds=12)
@@ -62,16 +62,20 @@ def test_grids_that_pair_nothing_are_refused_naming_the_flag():
 class Simulated:
     """Tune's side: trials suggested, then finished with planted scores, a few at a time."""
 
-    def __init__(self, groups, scores, stored=None, slots: int = 5):
+    def __init__(self, groups, scores, stored=None, slots: int = 5, majority=None,
+                 rule=RULE):
         self.groups, self.scores, self.slots = groups, scores, slots
         self.stored: dict[str, float] = dict(stored or {})
         self.order: list[str] = []
+        self.majority, self.rule = majority, rule
 
     def searcher(self) -> SeedSearcher:
         todo = [t for g in self.groups for s in g.trials for t in s.values()
                 if t not in self.stored]
-        return SeedSearcher(self.groups, RULE, {t: {"seed": 0} for t in todo},
-                            {t: [t] for t in todo}, "/nonexistent", self.stored)
+        known = {} if self.majority is None else {t: self.majority for t in self.stored}
+        return SeedSearcher(self.groups, self.rule, {t: {"seed": 0} for t in todo},
+                            {t: [t] for t in todo}, "/nonexistent",
+                            Stored(dict(self.stored), known))
 
     def run(self, searcher: SeedSearcher, stop_after: int | None = None) -> bool:
         """Run until the searcher finishes (True) or ``stop_after`` trials were stored."""
@@ -89,7 +93,7 @@ class Simulated:
             trial = running.pop(0)
             self.order.append(trial)
             self.stored[trial] = self.scores[trial]
-            searcher.record(trial, "ok", self.scores[trial])
+            searcher.record(trial, "ok", self.scores[trial], self.majority)
             if stop_after is not None and len(self.order) >= stop_after:
                 return False
 
@@ -170,8 +174,94 @@ def test_a_searcher_rebuilt_from_the_store_reaches_the_same_seeds(crash_after):
     assert set(resumed.stored) == set(whole.stored)
 
 
+def _collapsing(groups, rate: float, seed: int = 3) -> dict[str, float]:
+    """RTE scores 0.65 + 0.01 i (condition i) with small noise; each run of a reinitialized
+    condition collapses to the majority rate (0.527) with probability ``rate``."""
+    rng = np.random.default_rng(seed)
+    scores = {}
+    for group in groups:
+        for per_seed in group.trials:
+            for i, (condition, trial) in enumerate(sorted(per_seed.items(), key=repr)):
+                score = 0.65 + 0.01 * i + rng.normal(0, 0.002)
+                if condition != REFERENCE and rng.random() < rate:
+                    score = 0.527
+                scores[trial] = score
+    return scores
+
+
+def test_a_group_where_runs_collapse_stops_only_once_unseen_rates_fit_the_target():
+    """The same quiet RTE group, once without collapses and once with a run at the
+    majority rate: without, it stops at --min-seeds; with, the rates its runs leave
+    possible (Clopper-Pearson) times the gap to the majority rate must fit within
+    --target-ci as well, so it runs on (reason: the collapse rates), and a searcher
+    rebuilt from the store decides the same."""
+    rule = SeedRule(0.05, min_seeds=3, max_seeds=40)
+    groups = groups_of(families.get("progressive").configs(
+        grid(tasks=("rte",), seeds=rule.max_seeds)), rule, "progressive")
+    calm = Simulated(groups, _collapsing(groups, 0.0), majority=0.527, rule=rule)
+    assert calm.run(calm.searcher())
+    assert seeds_stored(groups, calm.stored) == {"rte": rule.min_seeds}
+    scores = _collapsing(groups, 0.0)
+    first = next(t for c, t in sorted(groups[0].trials[0].items(), key=repr)
+                 if c != REFERENCE)
+    scores[first] = 0.527  # seed 0's first reinitialized run collapsed
+    hit = Simulated(groups, scores, majority=0.527, rule=rule)
+    searcher = hit.searcher()
+    assert hit.run(searcher)
+    n = seeds_stored(groups, hit.stored)["rte"]
+    from statsmodels.stats.proportion import proportion_confint
+
+    # one collapse in n runs: its upper limit less 1/n, times the gap (~0.13), is under
+    # --target-ci only from n on, and the t part of the interval is tiny
+    gap = 0.66 - 0.527
+    fits = [m for m in range(2, 41)
+            if (proportion_confint(1, m, 0.05, "beta")[1] - 1 / m) * gap < rule.target_ci]
+    assert n >= fits[0] > rule.min_seeds, (n, fits[0])
+    (only,) = searcher.report().groups
+    assert only.reason in ("reached --target-ci", "stopped at --max-seeds")
+    partial = Simulated(groups, scores, majority=0.527, rule=rule)
+    partial.stored = {t: v for t, v in hit.stored.items()
+                      if any(t in s.values() for s in groups[0].trials[:fits[0] - 2])}
+    rebuilt = partial.searcher()
+    state = rebuilt.states[0]
+    assert state.majority == 0.527
+    assert not state.decision.closed and state.allowance(state.complete()) is not None
+    # without its task's majority-class score a group cannot tell a collapse: plain rule
+    blind = Simulated(groups, scores, rule=rule)
+    assert blind.run(blind.searcher())
+    assert seeds_stored(groups, blind.stored)["rte"] < n
+
+
 def test_the_families_that_declare_contrasts_are_the_on_demand_ones():
     from reinit_tune.sweep.seeds import ON_DEMAND_FAMILIES
 
     declared = {f.name for f in families.all_families() if f.contrasts}
     assert declared == set(ON_DEMAND_FAMILIES)
+
+
+def test_small_data_groups_are_told_how_many_seeds_show_a_collapse_mode(capsys, tmp_path,
+                                                                        tiny_bert):
+    """A --seeds auto plan of groups at 200 examples (small data) that may stop at
+    --min-seeds 3 says it can stop before a 10% collapse mode shows (0.9^3 = 0.73) and
+    names --min-seeds 29 ((0.9)^29 < 5% <= 0.9^28); at 29 nothing is said, nor for a plan at
+    the full 67k SST-2 split."""
+    from reinit_tune.sweep.seeds import seeds_to_show, unseen_collapse_note
+    from tests.helpers import cli
+
+    assert seeds_to_show() == 29 and 0.9**29 <= 0.05 < 0.9**28
+    small = groups_of(families.get("progressive").configs(grid()), RULE, "progressive")
+    assert all(g.small for g in small)
+    note = unseen_collapse_note(small, RULE)
+    assert "small data (at most 10,000 examples) in 3 groups" in note
+    assert "probability 0.73" in note
+    assert "--min-seeds 29 makes that 5%" in note
+    assert unseen_collapse_note(small, SeedRule(0.02, min_seeds=29, max_seeds=40)) is None
+    full = groups_of(families.get("progressive").configs(grid(tasks=("sst2",), sizes=(None,))),
+                     RULE, "progressive")
+    assert not any(g.small for g in full) and unseen_collapse_note(full, RULE) is None
+    code, out = cli(capsys, "sweep", "progressive", "--seeds", "auto", "--target-ci", "0.01",
+                    "--max-seeds", "5", "--model", tiny_bert, "--tasks", "rte",
+                    "--sizes", "200", "--k", "0", "4", "--results", str(tmp_path / "r"),
+                    "--dry-run")
+    assert code == 0, out
+    assert "small data (at most 10,000 examples) in 1 group," in out, out
