@@ -39,11 +39,13 @@ class StoreCheck:
     ignored: list[Path] = dataclasses.field(default_factory=list)
     # ok rows whose score their metric cannot take (``bad_scores``), where there are some
     scores: str | None = None
+    # per-trial files not named by the trial they hold (copies): every reader skips them
+    strays: list[Path] = dataclasses.field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs
-                    or self.damaged or self.scores)
+                    or self.damaged or self.scores or self.strays)
 
     def __str__(self) -> str:
         lines = [self.scores] if self.scores else []
@@ -56,6 +58,9 @@ class StoreCheck:
         lines += [f"{name}: {small} per-trial files, {compacted} compacted"
                   for name, (small, compacted) in self.files.items() if small or compacted]
         lines += [f"not a reinit-tune file (move it elsewhere): {p}" for p in self.foreign]
+        lines += _few([f"stray copy, not named by the trial it holds (a sync conflict or a "
+                       f"backup; every reader skips it: delete or move it): {p}"
+                       for p in self.strays], "stray copies")
         lines += _few([f"ignored by every reader (not a Parquet file): {p}"
                        for p in self.ignored], "ignored files")
         lines += _few([f"malformed row {key} in {p}: {why}" for p, key, why in self.malformed],
@@ -97,7 +102,7 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
     finished = set(finished_rows(root)["trial_id"])
     return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
                       sorted(set(ok["trial_id"]) - finished), files, damaged_files(root),
-                      ignored, bad_scores(ok))
+                      ignored, bad_scores(ok), sorted(set(problems.strays)))
 
 
 def _footers(results_dir: str | os.PathLike, tables: tuple[str, ...]) -> Problems:

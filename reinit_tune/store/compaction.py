@@ -17,7 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from reinit_tune.store.files import COMPACTED_PREFIX, Vanished, compacted_name, listing
+from reinit_tune.store.files import (
+    COMPACTED_PREFIX,
+    Vanished,
+    compacted_name,
+    listing,
+    next_stamp,
+)
 from reinit_tune.store.reader import FILENAME, Problems, connect, first_wins, read_files
 from reinit_tune.store.tables import TABLES
 
@@ -149,8 +155,8 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
     Plain readers (DuckDB or pandas over ``trials/*.parquet``) apply no such rule: they see
     a trial twice while a compaction is between steps 2 and 3, and when a trial compacted
     earlier ran again (its new row, per-trial or compacted later, beside its old compacted
-    one). ``load_trials`` resolves both; in SQL, keep each trial's latest row:
-    ``QUALIFY row_number() OVER (PARTITION BY trial_id ORDER BY finished_at DESC) = 1``.
+    one). ``load_trials`` and ``sql.connect``'s views resolve both by file rank (a later
+    compaction's stamp is always greater: ``files.next_stamp``), never by a row's clock.
     """
     root = Path(results_dir)
     merged = dict.fromkeys(tables, 0)
@@ -167,14 +173,14 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
             for start in range(0, len(small) if len(small) >= min_files else 0,
                                batch_files):
                 batch = small[start:start + batch_files]
-                stamp = time.time_ns()
                 before = {f: _identity(f) for f in batch}
                 problems = Problems()
                 try:
-                    table = read_files(con, batch, spec, list(schema.names), problems)
+                    table = read_files(con, batch, spec, list(schema.names), problems,
+                                       per_trial=True)
                 except Vanished:  # another writer or compaction is at work: next time
                     continue
-                bad = {str(p) for p in problems.bad_files}
+                bad = {str(p) for p in (*problems.bad_files, *problems.strays)}
                 bad |= {str(p) for p, _, _ in problems.malformed}
                 if bad:
                     table = table.filter(pc.invert(pc.is_in(
@@ -183,7 +189,8 @@ def compact(results_dir: str | os.PathLike, tables: tuple[str, ...] = tuple(TABL
                 if not done:
                     continue
                 table = table.select(schema.names).cast(schema).sort_by([(key, "ascending")])
-                path = root / name / compacted_name(stamp, len(pc.unique(table[key])))
+                path = root / name / compacted_name(next_stamp(root / name),
+                                                    len(pc.unique(table[key])))
                 manifest = _write_manifest(root / name, path, {f: before[f] for f in done})
                 _write_compacted(table, path)
                 _complete(root / name, manifest)
@@ -234,7 +241,7 @@ def _merge_compacted(con, root: Path, name: str) -> int:
                     "(reinit-tune store check names them)", name, root)
         return 0
     table = first_wins(parts, key).select(schema.names).cast(schema)
-    path = root / name / compacted_name(time.time_ns(), len(pc.unique(table[key])))
+    path = root / name / compacted_name(next_stamp(root / name), len(pc.unique(table[key])))
     manifest = _write_manifest(root / name, path,
                                {compacted[i]: _identity(compacted[i]) for i in run})
     _write_compacted(table, path)

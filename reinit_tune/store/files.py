@@ -39,6 +39,17 @@ def literal(path: str | os.PathLike) -> str:
     return "".join(f"[{c}]" if c in "[*?" else c for c in str(path))
 
 
+def next_stamp(folder: Path) -> int:
+    """A new compacted file's stamp, what ranks it above every compacted file before it:
+    this host's clock, or one past the newest stamp in ``folder`` where that is later (a
+    host whose clock is behind the one that compacted last, a step back of NTP). Compactions
+    of a store hold its lock, so stamps only grow whatever the clocks say."""
+    _, compacted = listing(folder)
+    stamps = [Path(f).name[len(COMPACTED_PREFIX):].split("-")[0] for f in compacted]
+    newest = max((int(s) for s in stamps if s.isdigit()), default=0)
+    return max(time.time_ns(), newest + 1)
+
+
 def compacted_name(stamp_ns: int, keys: int) -> str:
     """A new compacted file's name: its stamp (what orders compacted files), a random part
     (two compactions in one nanosecond), and how many keys (trials) it holds, which stays

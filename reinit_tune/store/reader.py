@@ -41,6 +41,7 @@ from reinit_tune.store.files import (
     warn_unreadable,
 )
 from reinit_tune.store.schema import TRIALS
+from reinit_tune.wording import counted
 
 log = logging.getLogger("reinit_tune")
 
@@ -74,12 +75,16 @@ class Problems:
     malformed: list[tuple[Path, str, str]] = dataclasses.field(default_factory=list)
     # files read around their damaged columns (read as nulls): path -> those columns
     damaged_columns: dict[Path, list[str]] = dataclasses.field(default_factory=dict)
+    # per-trial files not named by the trial they hold: a sync tool's "conflicted copy", a
+    # backup beside the original; every reader skips them, so no trial counts twice
+    strays: list[Path] = dataclasses.field(default_factory=list)
 
     def add(self, other: Problems) -> None:
         self.unreadable += other.unreadable
         self.foreign += other.foreign
         self.malformed += other.malformed
         self.damaged_columns.update(other.damaged_columns)
+        self.strays += other.strays
 
     @property
     def bad_files(self) -> list[Path]:
@@ -233,18 +238,40 @@ def _malformed_mask(table: pa.Table, key: str, name: str) -> tuple[pa.Array, lis
 
 
 def read_files(con, files: list[str], table: Table, columns: list[str],
-               problems: Problems) -> pa.Table:
+               problems: Problems, per_trial: bool = False) -> pa.Table:
     """The usable rows of ``files`` (one table folder), conformed to its schema's
-    ``columns``, with the file each row came from in ``FILENAME``."""
-    import duckdb
-
-    known_bad = len(problems.unreadable)
+    ``columns``, with the file each row came from in ``FILENAME``. ``per_trial`` files
+    hold one trial each under its own name (``<key>.parquet``): rows of a file named
+    otherwise (a copy) are skipped and the file named in ``problems.strays``."""
     if len(files) > _BATCH_FILES:
         # DuckDB keeps some state per file until its query ends (100,000 files in one query:
         # 1.6 GB peak); batches bound the peak at no cost in speed.
         return pa.concat_tables([read_files(con, files[i:i + _BATCH_FILES], table, columns,
-                                            problems)
+                                            problems, per_trial)
                                  for i in range(0, len(files), _BATCH_FILES)])
+    rows = _read_files(con, files, table, columns, problems)
+    if not per_trial or not len(rows):
+        return rows
+    import pyarrow.compute as pc
+
+    folder = os.path.dirname(files[0]) + os.sep
+    own = pc.equal(rows[FILENAME], pc.binary_join_element_wise(
+        folder, rows[table.key].cast(pa.string()), ".parquet", ""))
+    own = pc.fill_null(own, False)
+    if not pc.all(own).as_py():
+        strays = pc.unique(rows[FILENAME].filter(pc.invert(own))).to_pylist()
+        problems.strays += [Path(f) for f in strays]
+        log.warning("skipping %s not named by the trial it holds (a copy? e.g. %s)",
+                    counted(len(strays), f"{table.name} file"), strays[0])
+        rows = rows.filter(own)
+    return rows
+
+
+def _read_files(con, files: list[str], table: Table, columns: list[str],
+                problems: Problems) -> pa.Table:
+    import duckdb
+
+    known_bad = len(problems.unreadable)
     name, key, schema = table.name, table.key, table.schema
     wanted = list(dict.fromkeys([key, *(["status", "reinit_heads", "versions"]
                                         if name == TRIALS else []), *columns]))
@@ -343,7 +370,8 @@ def read_table(results_dir: str | os.PathLike, table: Table, columns: list[str] 
         found = Problems()
         try:
             small, compacted = listing(folder)
-            parts = [read_files(con, small, table, columns, found)] if small else []
+            parts = [read_files(con, small, table, columns, found, per_trial=True)] \
+                if small else []
             for path in reversed(compacted):  # newest first
                 parts.append(read_files(con, [path], table, columns, found))
             break

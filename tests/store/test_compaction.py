@@ -259,3 +259,58 @@ def test_an_interrupted_compaction_is_finished_by_the_next_command_that_writes(
     stale.write_bytes(b"half a file")
     code, out = cli(capsys, "store", "compact", "--results", str(results))
     assert code == 0 and not stale.exists()
+
+
+def test_a_stray_copy_is_read_by_no_reader_compacted_never_and_named_by_check(tmp_path,
+                                                                               capsys):
+    """A sync tool's "X (conflicted copy).parquet" beside X.parquet: 6 trials load as 6 in
+    the loaders and the SQL views, compaction leaves the copy out (and in place), and
+    ``store check`` names it and exits non-zero."""
+    from reinit_tune.store import sql
+    from tests.helpers import SyntheticStore, cli
+
+    synth = SyntheticStore(tmp_path)
+    ids = [synth.add("progressive", "sst2", 0.5 + 0.01 * seed, seed=seed, train_size=500,
+                     reinit_layers=range(k, 6)) for seed in range(3) for k in (0, 6)]
+    original = tmp_path / "trials" / f"{ids[0]}.parquet"
+    copy = original.with_name(f"{ids[0]} (conflicted copy).parquet")
+    copy.write_bytes(original.read_bytes())
+    for compacted in (False, True):
+        if compacted:
+            store.compact(tmp_path, min_files=1)
+            assert copy.exists() and not original.exists()
+        trials = store.load_trials(tmp_path)
+        assert len(trials) == 6 and sorted(trials["trial_id"]) == sorted(ids), compacted
+        con = sql.connect(tmp_path)
+        assert con.sql("SELECT count(*) FROM trials").fetchall() == [(6,)], compacted
+        check = store.check_store(tmp_path)
+        assert check.strays == [copy] and not check.clean
+    code, out = cli(capsys, "store", "check", "--results", str(tmp_path))
+    assert code != 0 and "stray copy, not named by the trial it holds" in out, out
+    assert str(copy) in out
+
+
+def test_a_compaction_on_a_host_whose_clock_is_behind_still_ranks_last(tmp_path,
+                                                                       monkeypatch):
+    """A trial rerun after a compaction, compacted again on a host whose clock is a minute
+    behind the first: its new row wins (the stamp is one past the newest, not the clock)
+    in the loaders and the SQL views."""
+    import time
+
+    from reinit_tune.store import sql
+    from tests.helpers import SyntheticStore
+
+    synth = SyntheticStore(tmp_path)
+    tid = synth.add("progressive", "sst2", 0.2, status="error", train_size=500,
+                    reinit_layers=range(2, 6))
+    store.compact(tmp_path, min_files=1)
+    real = time.time_ns
+    monkeypatch.setattr(time, "time_ns", lambda: real() - 60 * 10**9)
+    assert synth.add("progressive", "sst2", 0.8, train_size=500,
+                     reinit_layers=range(2, 6)) == tid
+    store.compact(tmp_path, min_files=1)
+    assert len(list((tmp_path / "trials").glob("compacted-*.parquet"))) == 2
+    (row,) = store.load_trials(tmp_path).itertuples()
+    assert row.status == "ok" and row.score == 0.8
+    con = sql.connect(tmp_path)
+    assert con.sql("SELECT status, score FROM trials").fetchall() == [("ok", 0.8)]
