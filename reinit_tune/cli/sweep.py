@@ -182,9 +182,10 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                      help="retries of a failing trial (a killed worker, a preempted node, a "
                           "stalled trial)")
     run.add_argument("--trial-timeout", type=float, default=None, metavar="SECONDS",
-                     help="end a trial that reports no progress (its start, an epoch) for "
-                          "this long as stalled, and retry it; 0: no limit (default: 5x its "
-                          "estimated epoch, at least 600 s)")
+                     help="end a trial that makes no progress at all (no training step, dev "
+                          "batch or epoch; a slow epoch is progress) for this long as "
+                          "stalled, and retry it; 0: no limit (default: 5x its estimated "
+                          "epoch, at least 600 s)")
     run.add_argument("--storage", default=None,
                      help="Tune storage_path for checkpoints and Tune logs: a folder, an NFS "
                           "path or s3://bucket/prefix reachable from every node (default: "

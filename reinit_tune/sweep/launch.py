@@ -14,6 +14,7 @@ trials again (``fit_in_chunks``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -110,7 +111,8 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
     store.remove_partial_files(plan.results_dir)
     options = plan.options
     todo = {c.trial_id: c for c in plan.todo}
-    runtime = options.runtime(plan.data_dir, plan.results_dir)
+    beats = stalls.board()
+    runtime = dataclasses.replace(options.runtime(plan.data_dir, plan.results_dir), beats=beats)
     num_layers = {m: s.num_layers for m, s in plan.shapes.items()}
     trial_axes = {tid: axes(c, num_layers[c.model]) for tid, c in todo.items()}
     gpus_per_trial = options.resources.gpus_per_trial
@@ -228,10 +230,10 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
     epochs = {pid: max(c.epochs for c in members) for pid, members in packs.items()}
     totals = {pid: sum(estimates[c.trial_id] for c in members)
               for pid, members in packs.items() if all(c.trial_id in estimates for c in members)}
-    if (short := stalls.short_override(epochs, totals, options.trial_timeout)) is not None:
+    if (short := stalls.short_override(options.trial_timeout)) is not None:
         log.warning("%s", short)
     writer.watchdog = stalls.Watchdog(stalls.limits(epochs, totals, options.trial_timeout),
-                                      stalls.kill_trial)
+                                      stalls.kill_trial, beats=stalls.reader(beats))
     try:
         fit_in_chunks(tuner, packs, list(grid), size, writer, summary, options.max_failures)
     finally:

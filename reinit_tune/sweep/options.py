@@ -97,6 +97,8 @@ class TrialRuntime:
     log_every: int = 0  # store the loss of every N-th step (0: none)
     evaluate: str = DEFAULT_EVALUATE  # or "every-epoch": the dev split after each epoch
     allow_subset: bool = False  # train on a subset file's rows where it cannot supply a size
+    # the sweep's board of progress beats (``stalls.Beats``), an actor
+    beats: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

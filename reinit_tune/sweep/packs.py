@@ -43,6 +43,7 @@ from reinit_tune.outcome import Status, TrialOutcome
 from reinit_tune.sweep.claims import Context, begin
 from reinit_tune.sweep.options import TrialRuntime
 from reinit_tune.sweep.trial import (
+    beat_sink,
     epoch_outcome,
     failure_outcome,
     is_infrastructure_failure,
@@ -51,6 +52,7 @@ from reinit_tune.sweep.trial import (
     worker_device,
     worker_fields,
 )
+from reinit_tune.training import beats
 from reinit_tune.training.loop import EpochResult, TrainSetup
 from reinit_tune.training.pack import pack_key, packable, train_pack
 from reinit_tune.wording import counted
@@ -402,11 +404,12 @@ def run_pack(params: dict[str, Any], packs: dict[str, list[TrialConfig]],
         return
 
     try:
-        results = execute_pack(
-            members, data_dir=runtime.data_dir, use_gpu=worker_device(assigned),
-            report=report, log_every=runtime.log_every,
-            every_epoch=runtime.evaluate == "every-epoch", allow_subset=runtime.allow_subset,
-            on_split=notes.append)
+        with beats.sending_to(beat_sink(runtime, params["trial"]["trial_id"])):
+            results = execute_pack(
+                members, data_dir=runtime.data_dir, use_gpu=worker_device(assigned),
+                report=report, log_every=runtime.log_every,
+                every_epoch=runtime.evaluate == "every-epoch",
+                allow_subset=runtime.allow_subset, on_split=notes.append)
         for trial_id, (_, error) in results.items():
             done.add(trial_id)
             if error is not None:  # it diverged (``train_pack``)

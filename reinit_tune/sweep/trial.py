@@ -55,7 +55,7 @@ from reinit_tune.similarity.layers import (
 from reinit_tune.sweep.claims import Context, begin
 from reinit_tune.sweep.options import SimilarityOptions, TrialRuntime
 from reinit_tune.tasks import get_task
-from reinit_tune.training import sequential
+from reinit_tune.training import beats, sequential
 from reinit_tune.training.finetune import finetune_config
 from reinit_tune.training.loop import EpochResult, Optimization, TrainSetup
 from reinit_tune.training.probe import train_probe
@@ -174,12 +174,14 @@ def execute(
     start = time.perf_counter()
     memory_start = cuda_memory_start(use_gpu)
     train, devs, provenance = trial_data(config, data_dir, allow_subset)
+    beats.beat()
     dev = next(iter(devs.values()))  # the primary dev split: what similarity compares on
     if config.intermediate_task is not None:
         model = sequential.build_final_model(config, data_dir=data_dir, use_gpu=use_gpu,
                                              allow_subset=allow_subset)
     else:
         model = build_model(config)
+    beats.beat()
     num_layers = len(layer_stack(model))
     reference = copy.deepcopy(model) if similarity is not None else None
     setup_time = time.perf_counter() - start
@@ -307,6 +309,13 @@ def failure_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def beat_sink(runtime: TrialRuntime, pid: str) -> Callable[[], object] | None:
+    """Where this worker's progress beats go (``training.beats``): the sweep's board, as
+    Tune trial ``pid`` (None where the run has no board)."""
+    board = runtime.beats
+    return None if board is None else (lambda: board.beat.remote(pid))
+
+
 def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
               runtime: TrialRuntime, claims: Context | None = None) -> None:
     """Ray Tune function trainable. ``params["trial"]["trial_id"]`` picks the config from
@@ -353,20 +362,21 @@ def run_trial(params: dict[str, Any], configs: dict[str, TrialConfig],
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(folder))
 
     try:
-        execute(
-            config,
-            data_dir=runtime.data_dir,
-            use_gpu=worker_device(assigned),
-            report=report,
-            resume=resume,
-            checkpoint_after_s=runtime.checkpoint_after_s,
-            similarity=runtime.similarity,
-            model_dir=(os.path.join(runtime.models_dir, config.trial_id) if runtime.models_dir
-                       else None),
-            log_every=runtime.log_every,
-            every_epoch=runtime.evaluate == "every-epoch",
-            allow_subset=runtime.allow_subset,
-        )
+        with beats.sending_to(beat_sink(runtime, params["trial"]["trial_id"])):
+            execute(
+                config,
+                data_dir=runtime.data_dir,
+                use_gpu=worker_device(assigned),
+                report=report,
+                resume=resume,
+                checkpoint_after_s=runtime.checkpoint_after_s,
+                similarity=runtime.similarity,
+                model_dir=(os.path.join(runtime.models_dir, config.trial_id)
+                           if runtime.models_dir else None),
+                log_every=runtime.log_every,
+                every_epoch=runtime.evaluate == "every-epoch",
+                allow_subset=runtime.allow_subset,
+            )
     except Exception as e:  # noqa: BLE001 - sorted by kind just below
         if is_infrastructure_failure(e):
             raise  # Tune retries it (up to --max-failures), from the last checkpoint

@@ -22,6 +22,7 @@ from reinit_tune.data import Encoded
 from reinit_tune.hardware import eval_batch_size
 from reinit_tune.model.surgery import layer_stack
 from reinit_tune.tasks import get_task
+from reinit_tune.training import beats
 from reinit_tune.training.loop import (
     EpochResult,
     Optimization,
@@ -67,6 +68,7 @@ def evaluate(model: nn.Module, dev: Encoded, task: str, device: torch.device,
             out = model(**batch)
             loss_sum += out.loss.float() * len(idx)
             outputs.append(out.logits.float())
+            beats.beat()
     logits = torch.cat(outputs).cpu().numpy()
     order = np.concatenate([np.asarray(b) for b in batches])
     labels = dev.labels[order]
@@ -136,6 +138,7 @@ class SpanExtraction(SequenceClassification):
                     batch = {k: v.to(self.device, non_blocking=True)
                              for k, v in dev.collate(idx).items()}
                     out = self.module(**batch)
+                    beats.beat()
                     loss_sum += out.loss.float() * len(idx)
                     start_rows += list(out.start_logits.float().cpu().numpy())
                     end_rows += list(out.end_logits.float().cpu().numpy())

@@ -48,6 +48,7 @@ from reinit_tune.data import Encoded
 from reinit_tune.errors import TrialDiverged
 from reinit_tune.seeding import derive_seed
 from reinit_tune.tasks import get_task
+from reinit_tune.training import beats
 from reinit_tune.training.dropout import (
     CounterDropout,
     check_masks,
@@ -372,6 +373,7 @@ def train(
                 step = scheduler.last_epoch  # steps taken over the whole run, resumed or not
                 if log_every and step % log_every == 0:
                     logged.append((step, loss.detach().float(), lr))
+                beats.beat()
             train_loss = float(loss_sum.item()) / len(loader)
             if not math.isfinite(train_loss):  # no later epoch or dev score can mean anything
                 raise TrialDiverged(

@@ -70,6 +70,7 @@ from reinit_tune.data import Encoded
 from reinit_tune.hardware import eval_batch_size
 from reinit_tune.model.shape import model_type
 from reinit_tune.tasks import get_task
+from reinit_tune.training import beats
 from reinit_tune.training.dropout import CounterDropout, keys_tensor
 from reinit_tune.training.finetune import param_groups
 from reinit_tune.training.loop import (
@@ -529,6 +530,7 @@ def _evaluate_members(fused: FusedMembers, devs: dict[str, Encoded], task: str,
                 loss, logits = fused(batch, train=False)
                 loss_sum += loss.float() * len(idx)
                 outputs.append(logits.float())
+                beats.beat()
         logits = torch.cat(outputs, dim=1).cpu().numpy()
         order = np.concatenate([np.asarray(b) for b in batches])
         labels = dev.labels[order]
@@ -635,6 +637,7 @@ def train_pack(
             step += 1
             if log_every and step % log_every == 0:
                 logged.append((step, losses.clone(), lr))
+            beats.beat()
         if train_step.fallback and train_step.fallback not in setup.notes:
             setup.notes.append(train_step.fallback)
         train_losses = [v / len(batches) for v in loss_sum.tolist()]  # the loop's division

@@ -29,6 +29,7 @@ from reinit_tune.hardware import eval_batch_size
 from reinit_tune.model.stacks import locate
 from reinit_tune.model.surgery import classifier_head
 from reinit_tune.tasks import get_task
+from reinit_tune.training import beats
 from reinit_tune.training.loop import (
     EpochResult,
     Optimization,
@@ -67,6 +68,7 @@ def pooled_features(base: nn.Module, data: Encoded, device: torch.device) -> tor
         hidden = base(**inputs, attention_mask=mask).last_hidden_state.float()
         weights = mask.unsqueeze(-1).float()
         features[torch.as_tensor(idx, device=device)] = (hidden * weights).sum(1) / weights.sum(1)
+        beats.beat()
     return features
 
 

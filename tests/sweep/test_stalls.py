@@ -28,16 +28,80 @@ def test_limits_are_given_or_derived_from_the_estimate():
     assert stalls.limits(epochs, {}, 0.0) == dict.fromkeys(epochs, None)
 
 
-def test_a_trial_timeout_shorter_than_an_estimated_epoch_is_warned_of():
-    epochs, estimates = {"a": 3, "b": 2, "c": 1}, {"a": 300.0, "b": 500.0}  # c: no estimate
-    warning = stalls.short_override(epochs, estimates, 200)
-    assert warning is not None and warning.startswith("--trial-timeout 200: shorter than the "
-                                                      "longest estimated epoch")
-    assert "about 250 s" in warning  # b's 500 s over 2 epochs
-    assert stalls.short_override(epochs, estimates, 250) is None
-    assert stalls.short_override(epochs, estimates, 0) is None  # no limit
-    assert stalls.short_override(epochs, estimates, None) is None  # the derived limits
-    assert stalls.short_override({"c": 1}, {}, 1) is None  # nothing to compare with
+def test_a_trial_timeout_shorter_than_a_setup_is_warned_of():
+    warning = stalls.short_override(20)
+    assert warning is not None and warning.startswith("--trial-timeout 20: shorter than 60 s")
+    assert "while it loads its model or encodes its data" in warning
+    assert stalls.short_override(stalls.SETUP_S) is None
+    assert stalls.short_override(0) is None  # no limit
+    assert stalls.short_override(None) is None  # the derived limits
+
+
+def test_a_trial_that_beats_is_never_ended_however_long_its_epoch():
+    """Progress is any beat of the board (a step, a dev batch), not only an epoch: a trial
+    that beats every 0.1 s outlives a 0.3 s limit with no epoch at all; one whose beats
+    stop is ended one limit after its last beat."""
+    killed, counts = [], {"stepping": 0, "stuck": 0}
+    dog = stalls.Watchdog({"stepping": 0.3, "stuck": 0.3}, killed.append, interval=0.05,
+                          beats=lambda: dict(counts))
+    try:
+        stepping, stuck = (SimpleNamespace(trial_id=n) for n in ("t1", "t2"))
+        dog.progressed(stepping, "stepping")
+        dog.progressed(stuck, "stuck")
+        for i in range(12):
+            time.sleep(0.1)
+            counts["stepping"] += 1
+            if i < 3:
+                counts["stuck"] += 1
+        assert killed == [stuck] and dog.ended == {"t2": 0.3}
+    finally:
+        dog.stop()
+
+
+def test_every_training_step_and_dev_batch_beats(tiny_bert, glue_dir, monkeypatch):
+    """A trial run in process with a sink: its setup phases, each training step and each
+    dev batch beat (the rate limit set to 0), the first beat at once."""
+    from reinit_tune import TrialConfig
+    from reinit_tune.sweep.trial import execute
+    from reinit_tune.training import beats
+
+    monkeypatch.setattr(beats, "EVERY_S", 0.0)
+    sent = []
+    config = TrialConfig(tiny_bert, "rte", train_size=64, epochs=2, batch_size=16,
+                         precision="fp32")
+    with beats.sending_to(lambda: sent.append(1)):
+        execute(config, data_dir=str(glue_dir), use_gpu=False)
+    steps, dev_batches = 2 * 64 // 16, 277 // 32 + 1  # RTE's 277 dev examples, 32 a batch
+    assert len(sent) >= 1 + 2 + steps + dev_batches, len(sent)
+    before = len(sent)
+    beats.beat()
+    assert len(sent) == before  # outside the block nothing is sent
+
+
+def test_the_board_counts_beats_sent_from_a_worker(ray_local):
+    """The sweep's board, a trial's sink for it and the watchdog's reader, through Ray."""
+    import ray
+
+    from reinit_tune.sweep.options import TrialRuntime
+    from reinit_tune.sweep.trial import beat_sink
+
+    board = stalls.board()
+    runtime = TrialRuntime(beats=board)
+
+    @ray.remote(num_cpus=0)
+    def worker(runtime, pid, n):
+        sink = beat_sink(runtime, pid)
+        refs = [sink() for _ in range(n)]
+        ray.get(refs)
+
+    ray.get([worker.remote(runtime, "p1", 3), worker.remote(runtime, "p2", 1)])
+    assert stalls.reader(board)() == {"p1": 3, "p2": 1}
+    ray.kill(board)
+    deadline = time.monotonic() + 30
+    while stalls.reader(board)() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert stalls.reader(board)() == {}  # a lost board: no beats, epochs still count
+    assert beat_sink(TrialRuntime(), "p1") is None
 
 
 def test_the_watchdog_ends_only_trials_past_their_limit():
@@ -139,3 +203,26 @@ def test_a_frozen_pack_is_ended_and_each_member_stored_as_stalled(tiny_bert, tmp
     trials = store.load_trials(results)
     assert len(trials) == 3 and set(trials["status"]) == {"error"}
     assert all(e.startswith("stalled: no progress for 20 s") for e in trials["error"])
+
+
+@pytest.mark.ray
+def test_a_slow_epoch_longer_than_the_limit_finishes(tiny_bert, tmp_path, env):
+    """One trial whose only epoch (RTE's 2,490 examples two at a time) takes longer than
+    its --trial-timeout: its steps beat, so it is never ended and stores ok (an epoch's
+    report was the only progress before)."""
+    results = tmp_path / "results"
+    args = ["--model", tiny_bert, "--tasks", "rte", "--sizes", "2490", "--seeds", "1",
+            "--epochs", "1", "--batch-size", "2", "--k", "0", "--precision", "fp32",
+            "--results", str(results), "--storage", str(tmp_path / "tune"),
+            "--cpus-per-trial", "1", "--trial-timeout", "8", "--max-failures", "0"]
+    started: list = []
+    try:
+        sweep = start_sweep(args, env, started)
+        out, _ = sweep.communicate(timeout=400)
+    finally:
+        kill_all(started)
+    assert sweep.returncode == 0, out[-3000:]
+    assert "made no progress" not in out and "1 ran ok, 0 failed" in out, out[-3000:]
+    assert "--trial-timeout 8: shorter than 60 s" in out, out[-3000:]
+    (row,) = store.load_trials(results).itertuples()
+    assert row.status == "ok" and row.train_time_s > 8, row.train_time_s
