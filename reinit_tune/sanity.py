@@ -20,6 +20,7 @@ from reinit_tune import store
 from reinit_tune.config import REPLICATE_FIELDS
 from reinit_tune.errors import InputError
 from reinit_tune.tasks import get_task
+from reinit_tune.wording import counted
 
 # Scores are ratios of counts computed in float64: equal rates agree far below this.
 TOLERANCE = 1e-9
@@ -164,7 +165,7 @@ def describe(row: dict) -> str:
     """What is wrong with one flagged configuration (a row of ``degenerate_groups``)."""
     runs = row["runs"]
     if row["why"] == "zero variance":
-        return f"all {runs} runs score {row['scores']}"
+        return f"all {counted(runs, 'run')} score {row['scores']}"
     found = []
     if row["majority_runs"]:
         found.append(f"{row['majority_runs']} of {runs} runs score exactly the dev "
@@ -196,7 +197,8 @@ def warnings(trials: pd.DataFrame, limit: int | None = SUMMARY_LINES,
                       if why == "one class" else sub["runs"].sum())
         rate = sub["majority_score"].iloc[0]
         lines.append(f"{experiment} {task} (train size {size}, {model}): {len(sub)} of "
-                     f"{sub['configurations'].iloc[0]} configurations, {flagged} runs"
+                     f"{counted(int(sub['configurations'].iloc[0]), 'configuration')}, "
+                     f"{counted(flagged, 'run')}"
                      + (f" at the dev majority-class rate {rate:.4f} or 1 - it"
                         if why == "one class" else "") + f": {ADVICE[why]}")
         for row in sub.to_dict("records"):

@@ -48,6 +48,12 @@ def command(args: argparse.Namespace) -> int:
         check = store.check_store(results)
         print(check)
         return 0 if check.clean else 1
+    from reinit_tune.sweep.preflight import check_folder
+
+    if unwritable := check_folder(results, "--results", tuple(
+            p.name for p in results.iterdir() if p.is_dir() and not p.name.startswith("."))):
+        print(f"error: {'; '.join(unwritable)}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     merged = store.compact(results)
     files = ", ".join(f"{n} {name}" for name, n in merged.items() if n)

@@ -21,6 +21,7 @@ from typing import TextIO
 
 from reinit_tune import store
 from reinit_tune.config import TrialConfig
+from reinit_tune.errors import InputError
 from reinit_tune.model.shape import ModelShape
 from reinit_tune.sweep import cluster, console, cost, environment, preflight, seeds
 from reinit_tune.sweep import plan as planning
@@ -58,7 +59,8 @@ class Sweep:
         if plan.groups:  # seeds on demand: between every group at --min-seeds and at --max
             rule = plan.options.seeds
             least = [c for c in plan.todo if c.seed < rule.min_seeds]
-            self._print(f"seeds on demand: {len(plan.groups)} groups; at least {len(least)} "
+            self._print(f"seeds on demand: {counted(len(plan.groups), 'group')}; at least "
+                        f"{len(least)} "
                         f"trials (every group stops at --min-seeds {rule.min_seeds}), at most "
                         f"{len(plan.todo)} (every group runs to --max-seeds {rule.max_seeds})")
             if note := seeds.unseen_collapse_note(plan.groups, rule):
@@ -104,7 +106,12 @@ class Sweep:
         the estimated cost and run nothing; ``calibrate`` measures the per-token cost on this
         device first). Returns the counts of what happened."""
         if not dry_run:  # a compaction a killed command left is completed before anything
-            store.finish_compactions(Path(self.options.results_dir).expanduser())
+            results = Path(self.options.results_dir).expanduser()
+            unwritable = preflight.check_folder(results, "--results", (store.TRIALS,
+                                                                        store.EPOCHS))
+            if unwritable:  # before finishing a compaction there, which would fail on it
+                raise InputError("; ".join(unwritable))
+            store.finish_compactions(results)
         self._resolve_devices()
         plan = planning.make_plan(self.configs, self.options, self.shapes, dry_run=dry_run)
         if plan.todo and (calibrate or not dry_run):

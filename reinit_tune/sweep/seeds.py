@@ -267,7 +267,8 @@ class SeedReport:
     def __str__(self) -> str:
         shown = 20
         lines = [f"seeds on demand (--target-ci {self.rule.target_ci:g}): {self.trials} trials "
-                 f"in {len(self.groups)} groups; a fixed --seeds {self.rule.max_seeds} design "
+                 f"in {counted(len(self.groups), 'group')}; a fixed --seeds "
+                 f"{self.rule.max_seeds} design "
                  f"runs {self.fixed_trials}"]
         width = max((len(g.label) for g in self.groups[:shown]), default=0)
         for g in self.groups[:shown]:
@@ -276,7 +277,7 @@ class SeedReport:
         lines.append("  (widest: the widest contrast's 95% interval, mean ± max(--target-ci, "
                      "t·S/√n): the rule's fixed-width interval)")
         if len(self.groups) > shown:
-            lines.append(f"  ... and {len(self.groups) - shown} more groups")
+            lines.append(f"  ... and {counted(len(self.groups) - shown, 'more group')}")
         return "\n".join(lines)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reinit_tune import EMBEDDED_MODEL, TrialConfig, store
 
 
@@ -133,3 +135,35 @@ def test_a_compacted_file_cut_in_half_is_counted_named_and_never_retrained_silen
     code, out = cli(capsys, *argv, "--rerun-damaged")
     assert code == 0 and "dry run: 6 of 6 trials would run" in out, out
     assert path.exists() and not (results / "damaged").exists()  # a dry run moves nothing
+
+
+def test_a_read_only_store_is_one_line_for_compact_and_for_a_sweep(tmp_path, capsys,
+                                                                   tiny_bert, no_ray):
+    """A store whose folders refuse new files (immutable here: root ignores permission
+    bits), with a killed compaction's plan left in it: `store compact` and a sweep that
+    would train each say so in one line naming --results (exit 2), before any compaction
+    or trial, and no traceback."""
+    import subprocess
+
+    from tests.helpers import SyntheticStore, cli
+
+    results = tmp_path / "store"
+    synth = SyntheticStore(results)
+    for seed in range(2):
+        synth.add("progressive", "rte", 0.6, seed=seed, train_size=200,
+                  reinit_layers=range(2, 6))
+    (results / "trials" / ".compaction-00000000000000000001-abcd.json").write_text("{}")
+    folders = [results, results / "trials", results / "epochs"]
+    if subprocess.run(["chattr", "+i", *map(str, folders)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not available here")
+    try:
+        code, out = cli(capsys, "store", "compact", "--results", str(results))
+        assert code == 2 and f"--results {results} is not writable" in out, out
+        assert "Traceback" not in out
+        code, out = cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte",
+                        "--sizes", "200", "--k", "0", "--seeds", "1", "--results",
+                        str(results))
+        assert code == 2 and f"--results {results} is not writable" in out, out
+        assert "Traceback" not in out
+    finally:
+        subprocess.run(["chattr", "-i", *map(str, folders)], check=True)
