@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help, positive_int
+from reinit_tune.cli.formatting import Help, positive_int, results_folder
 from reinit_tune.errors import InputError
 
 
@@ -19,7 +19,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "only in their seed, and every two that differ only in their task (and its "
                     "hyperparameters), compared layer by layer on dev examples, into "
                     "RESULTS/pairs/. Needs the trials' saved models (--save-model).")
-    pairs.add_argument("--results", default="results", help="results store folder")
+    pairs.add_argument("--results", default="results", type=results_folder,
+                       help="results store folder")
     pairs.add_argument("--examples", type=positive_int, default=200,
                        help="dev examples of each task (002 §5.2 uses 200)")
     pairs.add_argument("--experiment", default=None,

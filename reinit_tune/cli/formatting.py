@@ -34,6 +34,16 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
     def parse_args(self, args=None, namespace=None):  # noqa: D102 - argparse's, stricter
+        given = sys.argv[1:] if args is None else list(args)
+        if given and given[0].startswith("--") and any(
+                isinstance(a, argparse._SubParsersAction) for a in self._actions) and \
+                given[0].split("=", 1)[0] not in self._option_string_actions:
+            # a misspelled option before the command ("--verison") would otherwise be
+            # "the following arguments are required: COMMAND"
+            flags = [s for s in self._option_string_actions if s.startswith("--")]
+            near = difflib.get_close_matches(given[0], flags, n=2, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(near)}?" if near else ""
+            self.error(f"unrecognized argument {given[0]}{hint}")
         parsed, extra = self.parse_known_args(args, namespace)
         if extra:
             chosen = self.chosen(parsed)
@@ -150,3 +160,21 @@ def positive_int(text: str) -> int:
 
 #: A GLUE/SQuAD task name as a flag's type (``reinit_tune.tasks.task_name``).
 task_arg = flag_type(task_name)
+
+
+def results_folder(text: str) -> str:
+    """``--results``: a folder, not empty (``Path("")`` is the current folder, silently) and
+    not a table folder inside a store (``STORE/trials`` would start a store nested in it)."""
+    from pathlib import Path
+
+    from reinit_tune.store.tables import TABLES
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a folder (an empty path would mean the "
+                                         "current folder; write . for that)")
+    path = Path(text).expanduser()
+    if path.name in TABLES and (path.parent / "trials").is_dir():
+        raise argparse.ArgumentTypeError(
+            f"{text} is the {path.name} table of the store {path.parent}; pass --results "
+            f"{path.parent}")
+    return text

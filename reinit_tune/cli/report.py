@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help, output_folder
+from reinit_tune.cli.formatting import Help, output_folder, results_folder
 from reinit_tune.errors import InputError
 
 
@@ -16,7 +16,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                                  "results store", formatter_class=Help,
                                  description="Draw every figure and table the store supports "
                                              "into one self-contained report.html.")
-    report.add_argument("--results", default="results", help="results store folder")
+    report.add_argument("--results", default="results", type=results_folder,
+                        help="results store folder")
     report.add_argument("--out", default=None, help="report folder (default: RESULTS/report)")
     report.add_argument("--only", nargs="+", default=None, metavar="FIGURE",
                         help="draw only these figures and print their numbers")

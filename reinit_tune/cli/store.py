@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help
+from reinit_tune.cli.formatting import Help, results_folder
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -26,7 +26,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                          ("check", "report unreadable files, malformed rows and trials whose "
                                    "epoch rows are unreadable (exit status 1 if any)")):
         sub = actions.add_parser(action, help=text, description=text, formatter_class=Help)
-        sub.add_argument("--results", default="results", help="results store folder")
+        sub.add_argument("--results", default="results", type=results_folder,
+                         help="results store folder")
 
 
 def command(args: argparse.Namespace) -> int:

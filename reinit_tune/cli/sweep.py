@@ -21,6 +21,7 @@ from reinit_tune.cli.formatting import (
     escape,
     flag_type,
     positive_int,
+    results_folder,
     task_arg,
 )
 from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES, TrialConfig
@@ -162,7 +163,8 @@ def add_sweep_flags(p: argparse.ArgumentParser, family: Family) -> None:
                      help="where the store's trial or epoch files fail their checksums, move "
                           "them to RESULTS/damaged/ and train their trials again (default: "
                           "stop before any trial, naming them)")
-    run.add_argument("--results", default=str(_RUN.results_dir), help="results store folder")
+    run.add_argument("--results", default=str(_RUN.results_dir), type=results_folder,
+                     help="results store folder")
     run.add_argument("--cpus-per-trial", type=float, default=_RUN.resources.cpus_per_trial,
                      help="CPUs per trial, also its torch threads")
     run.add_argument("--gpus-per-trial", type=flag_type(gpus_arg),

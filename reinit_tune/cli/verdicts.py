@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from reinit_tune.cli.formatting import Help, output_file
+from reinit_tune.cli.formatting import Help, output_file, results_folder
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -20,7 +20,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
                     "enough data, with the published value beside it; for an undecided "
                     "verdict, what is missing or about how many seeds would decide it, and "
                     "the command that runs them.")
-    p.add_argument("--results", default="results", help="results store folder")
+    p.add_argument("--results", default="results", type=results_folder,
+                   help="results store folder")
     p.add_argument("--claims", nargs="+", default=None, metavar="ID",
                    help="only these claims, e.g. 003-C1 003-C13 (default: all)")
     p.add_argument("--json", default=None, metavar="FILE",
@@ -41,8 +42,15 @@ def command(args: argparse.Namespace) -> int:
     if args.claims:
         unknown = [c for c in args.claims if c.upper() not in verdicts.BY_ID]
         if unknown:
-            print(f"error: --claims {' '.join(unknown)}: no such claim; known: "
-                  f"{', '.join(verdicts.BY_ID)}", file=sys.stderr)
+            import difflib
+
+            near = [m for c in unknown for m in difflib.get_close_matches(
+                c.upper(), list(verdicts.BY_ID), n=2, cutoff=0.6)]
+            hint = (f"did you mean {' or '.join(dict.fromkeys(near))}?" if near else
+                    "ids look like 003-C1; `reinit-tune verdicts` without --claims decides "
+                    "every claim")
+            print(f"error: --claims {' '.join(unknown)}: no such claim; {hint}",
+                  file=sys.stderr)
             return 2
     if args.json is not None:
         output_file("--json", args.json)

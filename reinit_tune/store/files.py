@@ -61,6 +61,11 @@ class Vanished(Exception):
     """A file listed for reading is gone: a compaction merged it meanwhile; list again."""
 
 
+# what a sweep leaves in its results folder before any trial is stored: its log, its
+# drivers' claims, Tune's own storage
+SWEEP_TRACES = ("_logs", "claims", "_tune")
+
+
 def not_a_store(results_dir: str | os.PathLike, flag: str = "--results",
                 depth: int = 3) -> str | None:
     """Why ``results_dir`` is not a results store (it has no ``trials/`` folder), naming the
@@ -68,6 +73,10 @@ def not_a_store(results_dir: str | os.PathLike, flag: str = "--results",
     root = Path(results_dir)
     if (root / TRIALS).is_dir():
         return None
+    if root.is_dir() and any((root / trace).is_dir() for trace in SWEEP_TRACES):
+        return (f"{flag} {root} holds 0 trials yet: a sweep ran there and stored none (its "
+                f"log is in {root / '_logs'}; a sweep still running stores each trial as it "
+                "ends)")
     what = "does not exist" if not root.exists() else (
         "is not a folder" if not root.is_dir() else "is not a results store")
     message = (f"{flag} {root} {what} (a store holds {TRIALS}/ with one Parquet file per "

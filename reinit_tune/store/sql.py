@@ -63,11 +63,21 @@ def views(results_dir: str | os.PathLike) -> str:
 def connect(results_dir: str | os.PathLike,
             con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection (``con``, or a new in-memory one) with a view per table of the
-    store: ``trials``, ``epochs`` and, where the store has them, ``steps``, ``similarity``,
-    ``pairs``."""
+    store: ``trials``, ``epochs``, ``steps``, ``similarity`` and ``pairs``, each empty where
+    the store has no file of it yet (a query of a store with no trial reads 0 rows). Raises
+    ``InputError`` naming the path where ``results_dir`` is no store (a misspelled path)."""
     import duckdb
 
+    from reinit_tune.errors import InputError
+    from reinit_tune.store.files import not_a_store
+
+    if (problem := not_a_store(results_dir, flag="results_dir")) is not None:
+        raise InputError(problem)
     con = con or duckdb.connect()
-    for name in present(results_dir):
-        con.execute(view(results_dir, name))
+    have = present(results_dir)
+    for name in TABLES:
+        if name in have:
+            con.execute(view(results_dir, name))
+        else:
+            con.register(name, TABLES[name].schema.empty_table())
     return con

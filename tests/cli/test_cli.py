@@ -168,6 +168,11 @@ def test_commands_that_read_a_store_refuse_what_is_not_one(capsys, tmp_path, com
     assert f"the nearest store below it: --results {nested}" in out
     code, out = cli(capsys, *command, "--results", str(tmp_path / "nothing"))
     assert code == 2 and "does not exist" in out
+    ran = tmp_path / "ran"  # a sweep ran there and stored no trial: its log, Tune's folder
+    (ran / "_logs").mkdir(parents=True)
+    (ran / "_tune").mkdir()
+    code, out = cli(capsys, *command, "--results", str(ran))
+    assert code == 2 and f"--results {ran} holds 0 trials yet: a sweep ran there" in out, out
 
 
 @pytest.mark.parametrize("command", [["sweep", "progressive"], ["verdicts"], ["report"],
@@ -320,3 +325,24 @@ def test_a_negative_number_in_e_notation_is_a_value_its_flag_checks(capsys):
         code, out = cli(capsys, "sweep", "progressive", "--lr", value, "--dry-run")
         assert code == 2 and "expected one argument" not in out, out
         assert "lr: must be a finite number in (0, 1]" in out and "(--lr)" in out, out
+
+
+def test_a_misspelled_top_level_option_and_claim_id_get_the_nearest_match(capsys, tmp_path):
+    """`reinit-tune --verison` was "the following arguments are required: COMMAND", and
+    `verdicts --claims 000c7` listed all 64 ids on one line."""
+    err = parse_error(capsys, "--verison")
+    assert "unrecognized argument --verison; did you mean --version?" in err
+    (tmp_path / "trials").mkdir()
+    code, out = cli(capsys, "verdicts", "--claims", "000c7", "--results", str(tmp_path))
+    assert code == 2 and "--claims 000c7: no such claim; did you mean 000-C7" in out, out
+    assert "001-C1" not in out  # no list of every id
+
+
+@pytest.mark.parametrize("command", [("sweep", "progressive", "--dry-run"), ("report",),
+                                     ("verdicts",), ("store", "check")])
+def test_an_empty_results_path_and_a_table_folder_are_refused(capsys, tmp_path, command):
+    err = parse_error(capsys, *command, "--results", "")
+    assert "--results: give a folder (an empty path would mean the current folder" in err
+    (tmp_path / "trials").mkdir()
+    err = parse_error(capsys, *command, "--results", str(tmp_path / "trials"))
+    assert f"is the trials table of the store {tmp_path}; pass --results {tmp_path}" in err

@@ -121,3 +121,17 @@ def test_a_store_whose_path_looks_like_a_pattern_reads_its_own_rows(tmp_path, ca
             len(store.load_epochs(mine))
     code, out = cli(capsys, "store", "check", "--results", str(mine))
     assert code == 0 and "store is clean" in out, out
+
+
+def test_connect_names_a_path_that_is_no_store_and_reads_an_empty_store_as_empty(tmp_path):
+    """README's one-liner on a misspelled path names it (no CatalogException); on a store
+    whose sweep stored no trial yet, every table reads 0 rows."""
+    from reinit_tune.errors import InputError
+
+    with pytest.raises(InputError, match=f"results_dir {tmp_path / 'typo'} does not exist"):
+        sql.connect(tmp_path / "typo")
+    (tmp_path / "empty" / "trials").mkdir(parents=True)
+    con = sql.connect(tmp_path / "empty")
+    assert con.sql("SELECT count(*) FROM trials").fetchall() == [(0,)]
+    assert con.sql("SELECT avg(score) FROM trials WHERE status = 'ok'").fetchall() == [(None,)]
+    assert con.sql("SELECT count(*) FROM epochs").fetchall() == [(0,)]
