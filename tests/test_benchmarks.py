@@ -211,8 +211,13 @@ def test_bench_seeds_smoke_compares_the_adaptive_design_with_fixed_ones(capsys):
 def test_bench_seed_coverage_smoke_counts_each_contrast_of_each_case(capsys):
     from benchmarks import bench_seed_coverage
 
-    assert bench_seed_coverage.main(["--smoke", "--kinds", "normal", "failed 25%, 8 W"]) == 0
+    assert bench_seed_coverage.main(["--smoke", "--kinds", "normal", "failed 25%, 8 W",
+                                     "--collapse", "3"]) == 0
     out = capsys.readouterr().out
+    scored = [ln.split() for ln in out.splitlines() if re.match(r"\s+\d+%\s+[\d.]+ W", ln)]
+    assert len(scored) == 2 * len(bench_seed_coverage.COLLAPSES), out
+    for row in scored:  # coverage and seeds without the allowance, then with it
+        assert all(0 <= float(row[i]) <= 1 for i in (4, 6)) and 3 <= float(row[7]) <= 50
     rows = [ln.split() for ln in out.splitlines() if ln.strip().startswith(("normal", "failed"))
             and "σ" not in ln]
     assert len(rows) == 2 * 2 * 7, out  # two cases, one and six contrasts, seven σ
@@ -282,7 +287,9 @@ def test_bench_verdict_levels_smoke_measures_each_kind_under_each_noise(capsys):
     kinds = {r[0].strip() for r in rows}
     assert kinds == set(bench_verdict_levels.KINDS)
     for r in rows:
-        false, power, marked = float(r[6]), float(r[10]), float(r[9])
-        assert 0 <= false <= 1 and 0 <= power <= 1 and 0 <= marked <= 1
+        false, power, plain = float(r[6]), float(r[10]), float(r[9])
+        assert 0 <= false <= 1 and 0 <= power <= 1 and 0 <= plain <= 1
+        # the verdicts widen or withhold, never add a decision: no more false ones
+        assert false <= plain, r
         if r[1].strip() != "collapse":
-            assert marked == 0  # no collapse simulated, none marked
+            assert false == plain  # nothing collapsed: the plain test decides
