@@ -29,7 +29,7 @@ Targets: the worst contrast's coverage >= 0.94 for normal and heavy-tailed diffe
 
 **Collapsed runs, scores known** (``--collapse``): the groups a sweep runs know each run's
 score and its task's majority-class score, so the rule adds the collapse allowance
-(``reinit_tune.verdicts.collapse.contrast_allowances``) once a run collapsed. Simulated on
+(``reinit_tune.inference.collapse.contrast_allowances``) once a run collapsed. Simulated on
 scores (W = 0.02, one contrast, a reference at 0.8 that never collapses, a condition whose
 runs collapse with probability p to the majority rate m W below the others), by
 ``GroupState``'s own decision path (``sequential.decide`` with the allowance), against the
@@ -47,13 +47,13 @@ import time
 import numpy as np
 
 from benchmarks import common
+from reinit_tune.inference import collapse
 from reinit_tune.inference.sequential import (
     SeedRule,
     decide,
     reported_half_widths,
     stopping_points,
 )
-from reinit_tune.verdicts import collapse
 
 SIGMAS = (0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0)
 PROFILE = np.array([1.0, 0.8, 0.6, 0.45, 0.3, 0.2])  # the six contrasts' SDs, in σ

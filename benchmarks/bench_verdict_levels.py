@@ -20,7 +20,7 @@ Under the null of a mixture the arms' means over all runs are equal (the collaps
 other runs sit higher by rate x gap): the papers' estimand. The F interval's claim is about
 spread, which collapsing one arm changes: only its "every" mixtures are nulls. Each row: the
 false-decision rate as the verdicts decide (a linear contrast widened by the collapse bound
-where its cells show a collapse, ``reinit_tune.verdicts.collapse``; any other statistic
+where its cells show a collapse, ``reinit_tune.inference.collapse``; any other statistic
 left undecided on a mixture), the nominal level, whether that rate stays within nominal +
 2 SE, the plain test's false-decision rate, and the verdicts' power at the effect.
 
@@ -74,6 +74,7 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
     mode of its cells; any other statistic not at all on a mixture)."""
     from reinit_tune.inference import (
         cluster_bootstrap,
+        collapse,
         directional,
         holm_rejects,
         paired_contrast,
@@ -82,7 +83,6 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
     )
     from reinit_tune.inference.bootstrap import Group as BootGroup
     from reinit_tune.inference.rules import Verdict
-    from reinit_tune.verdicts import collapse
     from reinit_tune.verdicts.curves import _friedman
 
     levels: list[tuple[np.ndarray, float]] = []

@@ -19,11 +19,11 @@ import pandas as pd
 from reinit_tune import store
 from reinit_tune.config import REPLICATE_FIELDS
 from reinit_tune.errors import InputError
+from reinit_tune.tasks import SCORE_TOLERANCE as TOLERANCE
 from reinit_tune.tasks import get_task
 from reinit_tune.wording import counted
 
 # Scores are ratios of counts computed in float64: equal rates agree far below this.
-TOLERANCE = 1e-9
 # The sweep summary names at most this many configurations; the report lists every one.
 SUMMARY_LINES = 20
 

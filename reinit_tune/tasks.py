@@ -100,6 +100,11 @@ ALL_METRICS: tuple[str, ...] = tuple(dict.fromkeys(
     ("accuracy", "f1", "mcc", "pearson", "spearman",
      *(m for task in TASKS.values() for m in task.all_metrics))))
 
+# metrics on a correlation-like scale (claims.md §0.5: their δ_abs is 0.02, their δ_chance 0.05)
+LOOSE_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_spearman_mean"})
+# two scores this close are one score (a rate computed twice, in float32 and float64)
+SCORE_TOLERANCE = 1e-9
+
 
 def _squashed(name: str) -> str:
     return name.lower().replace("-", "").replace("_", "")

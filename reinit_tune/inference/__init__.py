@@ -3,7 +3,8 @@
 Pure functions over arrays of per-seed scores (no store, no pandas): claims.md §0.4's
 building blocks ([LIN] contrasts, [BOOT] the seed-cluster bootstrap, [CORR], [VAR], [TREND])
 in ``contrasts``, ``bootstrap`` and ``association``, every result an ``Interval``; §0.5's
-verdict rules in ``rules``. Each is tested against scipy or statsmodels.
+verdict rules in ``rules``; runs collapsed to the majority rate and the bound their possible
+rates put on a contrast (§0.6) in ``collapse``. Each is tested against scipy or statsmodels.
 """
 
 from importlib import import_module

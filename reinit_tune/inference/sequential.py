@@ -155,7 +155,7 @@ def decide(diffs: np.ndarray, rule: SeedRule, allowance: np.ndarray | None = Non
     """The decision for a group whose complete seeds 0..n-1 gave the paired differences
     ``diffs`` (n rows, one column per contrast): stop, or ask for seed n. ``allowance``
     (per contrast, in the metric's units): how far the collapse rates the group's runs
-    leave possible could move each contrast (``reinit_tune.verdicts.collapse``), added to
+    leave possible could move each contrast (``reinit_tune.inference.collapse``), added to
     the planned half-width, so a group where runs collapse stops only once the rates it
     has not excluded fit within ``W`` too."""
     diffs = np.asarray(diffs, dtype=float)

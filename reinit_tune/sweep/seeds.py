@@ -33,6 +33,7 @@ import numpy as np
 from reinit_tune import store
 from reinit_tune.config import LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
 from reinit_tune.errors import InputError
+from reinit_tune.inference import collapse
 from reinit_tune.inference.sequential import SeedDecision, SeedRule, decide
 from reinit_tune.tasks import get_task
 from reinit_tune.train_size import SMALL_DATA, TrainSize
@@ -205,8 +206,6 @@ class GroupState:
         could move it (``collapse.contrast_allowances``); None where none collapsed."""
         if self.majority is None or n < 1:
             return None
-        from reinit_tune.verdicts import collapse
-
         return collapse.contrast_allowances(
             [np.array([self.scores[s[c]] for s in self.group.trials[:n]])
              for c in self.group.conditions], self.majority, self.group.metric)

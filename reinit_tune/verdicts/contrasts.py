@@ -42,13 +42,13 @@ from reinit_tune.inference import (
     Verdict,
     bonferroni_level,
     cluster_bootstrap,
+    collapse,
     conjunction,
     directional,
     paired_contrast,
     unpaired_contrast,
 )
 from reinit_tune.inference.bootstrap import Group as BootGroup
-from reinit_tune.verdicts import collapse
 from reinit_tune.verdicts.conditions import Condition, Kept, Layer, Permuted
 from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group

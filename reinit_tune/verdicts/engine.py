@@ -26,12 +26,13 @@ from reinit_tune.inference import (
     Verdict,
     across_tasks,
     bonferroni_level,
+    collapse,
     conjunction,
     seeds_to_decide,
 )
 from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS
-from reinit_tune.verdicts import collapse, layers
 from reinit_tune.verdicts import epochs as epoch_scores
+from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
 from reinit_tune.verdicts.claim import SIZES, Claim
 from reinit_tune.verdicts.commands import sweep_command
@@ -79,7 +80,7 @@ class VerdictRow:
     caveat: str = ""
     cost: str | None = None  # what ``command`` would add, as its dry run plans it
     # the cells it reads where runs collapsed to the majority rate: "k=0: 2 of 10 runs
-    # collapsed (95% CI 3-56%)" (``reinit_tune.verdicts.collapse``)
+    # collapsed (95% CI 3-56%)" (``reinit_tune.inference.collapse``)
     collapsed: tuple[str, ...] = ()
 
     def to_json(self) -> dict:

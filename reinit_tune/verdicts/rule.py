@@ -16,9 +16,7 @@ from reinit_tune.inference import (
     threshold,
 )
 from reinit_tune.inference.bootstrap import MIN_BOOTSTRAP_N
-
-# metrics on a correlation-like scale: δ_abs is 0.02 there, 0.01 for accuracy, F1 and EM
-LOOSE_METRICS = frozenset({"mcc", "pearson", "spearman", "pearson_spearman_mean"})
+from reinit_tune.tasks import LOOSE_METRICS
 
 
 def delta_abs(metric: str) -> float:

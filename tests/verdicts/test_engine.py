@@ -793,8 +793,7 @@ def test_a_bootstrap_decision_on_a_mixture_is_withheld(tmp_path):
     bootstrap, is displayed; 001-C4's Holm p values decide): on cells that mix collapsed
     and trained runs a decided row becomes "not decidable at n = .. with collapsed runs",
     naming its test, with no command."""
-    from reinit_tune.inference import Interval, Verdict
-    from reinit_tune.verdicts import collapse
+    from reinit_tune.inference import Interval, Verdict, collapse
     from reinit_tune.verdicts.engine import _unbounded_mixture
     from reinit_tune.verdicts.rule import Finding
 

@@ -3,7 +3,7 @@ majority class scores, counted per cell of a verdict.
 
 A run is **collapsed** when its score is at most its metric's majority-class baseline for
 its task (``majority_score``, stored with every trial: the majority label's share for
-accuracy, 0 for MCC and correlations) plus ``sanity.TOLERANCE``: Mosbach, Andriushchenko &
+accuracy, 0 for MCC and correlations) plus ``tasks.SCORE_TOLERANCE``: Mosbach, Andriushchenko &
 Klakow (2021, "On the Stability of Fine-tuning BERT", §4) call a run *failed* when its
 final accuracy is at most the majority classifier's, and find 10-30% of runs so on RTE,
 MRPC and CoLA with BERT's default recipe; Dodge et al. (2020) see the same degenerate runs.
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reinit_tune.inference import Interval
-from reinit_tune.sanity import TOLERANCE
-from reinit_tune.verdicts.rule import LOOSE_METRICS
+from reinit_tune.inference.interval import Interval
+from reinit_tune.tasks import LOOSE_METRICS
+from reinit_tune.tasks import SCORE_TOLERANCE as TOLERANCE
 
 # what a bounded interval's method ends with
 BOUND = " + collapse bound"
