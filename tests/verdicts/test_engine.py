@@ -514,6 +514,29 @@ def test_sizes_trained_with_different_learning_rates_say_so_in_the_row(tmp_path)
     assert "lr" not in row.differs and "trained differently" not in row.reason
 
 
+def test_a_size_whose_protocol_has_no_larger_size_is_compared_with_the_tasks_largest(
+        tmp_path):
+    """003's own protocol, 500 examples for 5 epochs, beside a 3-epoch grid at 500 and
+    50,000: the 3-epoch sizes compare as one protocol, and the 5-epoch group, whose protocol
+    has no larger size, gets its own row against 50,000, naming the difference (it had no
+    row at all)."""
+    synth = SyntheticStore(tmp_path)
+    rng = np.random.default_rng(9)
+    five = plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.55, 6: 0.8}, seeds=10,
+                             rng=rng, epochs=5)
+    plant_progressive(synth, "sst2", 500, {0: 0.5, 2: 0.56, 6: 0.8}, seeds=10, rng=rng,
+                      epochs=3)
+    large = plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=3,
+                              rng=rng, epochs=3)
+    rows = [r for r in verdicts(tmp_path, "003-C3") if r.task == "sst2"]
+    assert len(rows) == 2 and {r.train_size for r in rows} == {"500 vs 50000"}
+    (apart,) = [r for r in rows if "trained differently" in (r.reason or "")]
+    assert apart.differs["epochs"] == "5 at 500 vs 3 at 50000"
+    assert apart.verdict == "supported"
+    est, low, high = welch([five[6], five[2], large[6], large[2]], [1, -1, -1, 1])
+    assert (apart.estimate, apart.ci_low, apart.ci_high) == pytest.approx((est, low, high))
+
+
 @pytest.mark.parametrize("claim", ["000-C4", "003-C12"])
 def test_a_claim_over_several_tasks_commands_runs_of_every_task(tmp_path, claim):
     synth = SyntheticStore(tmp_path)
