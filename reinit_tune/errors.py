@@ -38,6 +38,11 @@ class NoResultsError(ReinitTuneError, LookupError):
     """The results store has no rows for a figure or table (run the sweep that fills it)."""
 
 
+class ClusterError(ReinitTuneError, RuntimeError):
+    """Ray could not be started or joined (a node that timed out starting on a loaded
+    machine): the message says what to try; nothing was trained."""
+
+
 class TrialDiverged(ReinitTuneError, ArithmeticError):
     """A trial's training loss, dev loss or dev score is not finite (NaN or infinite)."""
 

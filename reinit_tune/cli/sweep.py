@@ -25,7 +25,7 @@ from reinit_tune.cli.formatting import (
     task_arg,
 )
 from reinit_tune.config import INIT_SCHEMES, PRECISIONS, SCHEDULES, TrialConfig
-from reinit_tune.errors import InputError
+from reinit_tune.errors import ClusterError, InputError
 from reinit_tune.families.base import (
     DEFAULT_INIT_SCHEME,
     DEFAULT_LENGTH_GROUPED,
@@ -387,6 +387,9 @@ def run_sweep_command(family: Family, args: argparse.Namespace) -> int:
             raise  # not bad input: something broke while trials ran
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ClusterError as e:  # before any trial: one line, what to try
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         started = sweep is not None and sweep.started
         print(f"interrupted; rerun the same command to {'finish' if started else 'run'} the "

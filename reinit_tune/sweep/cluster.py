@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from reinit_tune.errors import InputError
+from reinit_tune.errors import ClusterError, InputError
 from reinit_tune.sweep import signals
 from reinit_tune.wording import counted
 
@@ -222,10 +222,19 @@ def connect_ray(job: JobInfo | None = None) -> None:
                     "can submit work to it. Run sweeps through the reinit-tune command or "
                     "run_sweep (they turn tokens on), or set %s=token before Python imports "
                     "Ray", AUTH_ENV)
-    context = ray.init(address=address, log_to_driver=True, configure_logging=True,
-                       logging_level="warning",
-                       job_config=ray.job_config.JobConfig(
-                           metadata=job.metadata if job else {}))
+    try:
+        context = ray.init(address=address, log_to_driver=True, configure_logging=True,
+                           logging_level="warning",
+                           job_config=ray.job_config.JobConfig(
+                               metadata=job.metadata if job else {}))
+    except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for these
+        if "timed out" not in str(e) and "failed to start" not in str(e):
+            raise
+        # a loaded machine: the raylet or GCS did not come up within Ray's wait
+        raise ClusterError(
+            f"Ray did not start ({str(e).splitlines()[0].strip()}): the machine may be too "
+            "busy for Ray's start-up wait; rerun the same command (stored trials are kept), "
+            "with RAY_raylet_start_wait_time_s=120 to give it longer") from None
     signals.forward_sigterm()  # ray.init replaced our SIGTERM handler with sys.exit
     if context.dashboard_url:
         log.info("Ray dashboard: http://%s (Jobs: this sweep by name; Actors: its trial "

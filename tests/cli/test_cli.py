@@ -346,3 +346,26 @@ def test_an_empty_results_path_and_a_table_folder_are_refused(capsys, tmp_path, 
     (tmp_path / "trials").mkdir()
     err = parse_error(capsys, *command, "--results", str(tmp_path / "trials"))
     assert f"is the trials table of the store {tmp_path}; pass --results {tmp_path}" in err
+
+
+def test_ray_timing_out_at_start_is_one_line_and_what_to_try(capsys, tmp_path, tiny_bert,
+                                                             monkeypatch):
+    """Ray's own bare Exception when its node does not come up on a loaded machine: one
+    line naming it and what to try, exit 1, no traceback, nothing stored."""
+    import ray
+
+    def slow_start(*args, **kwargs):
+        raise Exception("The current node timed out during startup. This could happen "
+                        "because some of the Ray processes failed to startup.")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", slow_start)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    code, out = cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte",
+                    "--sizes", "64", "--k", "0", "--seeds", "1", "--epochs", "1",
+                    "--results", str(tmp_path / "r"))
+    assert code == 1, out
+    assert "error: Ray did not start (The current node timed out during startup." in out
+    assert "RAY_raylet_start_wait_time_s=120" in out and "Traceback" not in out
+    assert not (tmp_path / "r" / "trials").exists() or not any((tmp_path / "r" / "trials")
+                                                               .iterdir())
