@@ -55,6 +55,9 @@ class StoreWriter(tune.Callback):
         self.outcomes: dict[str, TrialOutcome] = {}  # trial_id -> its epochs reported so far
         self.failures: dict[str, TrialOutcome] = {}  # trial_id -> its deterministic failure
         self.halt: str | None = None  # why the sweep must stop, once it must
+        # the results folder this sweep writes to, as (device, inode): a folder deleted or
+        # moved away mid-sweep must not be recreated silently beside the store's rows
+        self.folder = _identity(results_dir)
         self.claims = claim_context  # released once a trial is stored or stops
         self.skips: dict[str, str] = {}  # trial_id -> why another driver has it
         # trial ids this run is done with (stored, or left to another driver): what a
@@ -145,6 +148,13 @@ class StoreWriter(tune.Callback):
         row, epochs = store.outcome_rows(config, outcome,
                                          num_layers=self.num_layers[config.model],
                                          attempts=attempts, **self.source)
+        if self.folder is not None and _identity(self.results_dir) != self.folder:
+            self.halt = self.halt or (
+                f"the results store {self.results_dir} was deleted or moved while the sweep "
+                "ran: stopped rather than start a second store there; put it back (or pass "
+                "--results with its new place) and rerun the same command (stored trials "
+                "are skipped)")
+            return  # the summary says it, once
         try:
             if status == "ok" and outcome.similarity:  # before the trial row
                 store.write_similarity(self.results_dir, config.trial_id,
@@ -264,6 +274,15 @@ def _drop_checkpoint(trial) -> None:
         checkpoint.filesystem.delete_dir(checkpoint.path)
     except OSError as e:  # already gone, or storage unreachable: only disk space is at stake
         log.warning("could not delete checkpoint %s: %s", checkpoint.path, e)
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``folder``, None where it does not exist."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _error_text(trial) -> str:

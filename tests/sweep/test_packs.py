@@ -476,3 +476,39 @@ def test_a_closed_writer_stores_nothing_more_and_waits_for_a_write_under_way(tmp
 
     restored = pickle.loads(pickle.dumps(writer))
     assert restored.summary.failed == 1 and restored._lock.acquire(timeout=1)
+
+
+def test_a_store_deleted_or_moved_mid_sweep_stops_it_instead_of_starting_another(tmp_path):
+    """The results folder moved away after the first trial was stored: the next trial's
+    row is not written into a new folder at the old path (the store split in two); the
+    sweep halts saying so and where to rerun, and the moved store keeps its row."""
+    from types import SimpleNamespace
+
+    from reinit_tune import store
+    from reinit_tune.outcome import Status, TrialOutcome
+    from reinit_tune.sweep.summary import SweepSummary
+    from reinit_tune.sweep.writer import StoreWriter
+
+    results = tmp_path / "results"
+    results.mkdir()
+    first, second = (TrialConfig("tiny", "rte", train_size=16, epochs=1, seed=s)
+                     for s in (0, 1))
+    configs = {c.trial_id: c for c in (first, second)}
+    summary = SweepSummary("moved", results, total=2)
+    writer = StoreWriter(results, configs, summary, {"tiny": 4})
+
+    def fail(config):  # a trial that failed on its worker: stored as an error row
+        trial = SimpleNamespace(config={"trial": {"trial_id": config.trial_id}},
+                                num_failures=1, error_file=None, checkpoint=None)
+        writer.on_trial_result(0, [], trial, TrialOutcome(
+            config.trial_id, Status.FAILED, error="boom").tune_metrics())
+        writer.on_trial_error(0, [], trial)
+
+    fail(first)
+    assert len(store.load_trials(results)) == 1 and writer.halt is None
+    results.rename(tmp_path / "elsewhere")
+    fail(second)
+    assert not results.exists()  # no second store started at the old path
+    assert writer.halt.startswith(f"the results store {results} was deleted or moved")
+    assert "rerun the same command" in writer.halt
+    assert list(store.load_trials(tmp_path / "elsewhere")["trial_id"]) == [first.trial_id]
