@@ -481,9 +481,13 @@ def check_local_gpus(gpus_per_trial: float, *, calibrate: bool = False) -> None:
     have = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if have >= gpus_per_trial:
         return
+    import os
+
+    given = os.environ.get("RAY_ADDRESS")
+    cluster_given = (f"RAY_ADDRESS={given} starts a Ray instance here" if given else
+                     "no cluster is given (RAY_ADDRESS unset, no `ray start` cluster)")
     where = ("--calibrate measures on this machine" if calibrate else
-             "no cluster is given (RAY_ADDRESS unset, no `ray start` cluster), so the trials "
-             "would run here")
+             f"{cluster_given}, so the trials would run here")
     raise InputError(f"--gpus-per-trial {gpus_per_trial:g}: {where}, and this machine has "
                      f"{'no GPU' if have == 0 else f'{have} GPU(s)'}; pass --gpus-per-trial 0 to "
                      "run on CPUs, or set RAY_ADDRESS to a cluster with GPUs")

@@ -153,6 +153,9 @@ def test_a_gpu_request_this_machine_cannot_meet_stops_before_ray(capsys, tmp_pat
     assert "Ray instance" not in out and "joining the Ray cluster" not in out
     code, out = cli(capsys, *argv, "--gpus-per-trial", "1", "--dry-run")  # for a cluster
     assert code == 0, out
+    monkeypatch.setenv("RAY_ADDRESS", "local")  # it was "RAY_ADDRESS unset"
+    code, out = cli(capsys, *argv, "--gpus-per-trial", "1")
+    assert code == 2 and "RAY_ADDRESS=local starts a Ray instance here" in out, out
 
 
 @pytest.mark.parametrize("command", [("store", "check"), ("store", "compact"), ("report",),
