@@ -62,7 +62,6 @@ def test_bench_driver_smoke_runs_the_real_sweep_path(capsys, ray_local, tiny_ber
     assert re.search(r"extrapolated to 1e\+06 trials: [\d.]+ s/trial", out), out
 
 
-@pytest.mark.ray
 def test_bench_gpu_without_ray_runs_trials_as_processes(capsys, tiny_bert, glue_dir):
     assert bench_gpu.main(["--smoke", "--models", tiny_bert, "--task", "rte", "--precision",
                            "fp32", "--launcher", "processes"]) == 0
@@ -73,6 +72,7 @@ def test_bench_gpu_without_ray_runs_trials_as_processes(capsys, tiny_bert, glue_
     assert all(float(r[-1]) > 0 for r in packs)
 
 
+@pytest.mark.ray
 def test_bench_gpu_smoke_runs_packing_trial_packs_and_mfu_on_cpu(capsys, ray_local, tiny_bert,
                                                                 glue_dir):
     bench = bench_gpu

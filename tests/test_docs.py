@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import missing
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 RUNNABLE = re.compile(r"<!-- runnable(?: exit=(\d+))? -->\s*\n```bash\n(.*?)\n```", re.S)
@@ -85,7 +87,7 @@ def test_a_documented_example_runs_as_printed(page, command, status, tmp_path):
     """Run from the repository root as the docs say (``../shared`` beside it); anything the
     example writes goes to its own results folder under a scratch working copy."""
     if not SHARED_DATA.is_dir() and "../shared" in command:
-        pytest.skip("the shared data is not beside this checkout")
+        missing("the shared data is not beside this checkout")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
            "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
     env.pop("REINIT_TUNE_DATA", None)  # each example names the data it needs

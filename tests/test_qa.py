@@ -15,6 +15,7 @@ import pytest
 
 from reinit_tune import qa
 from reinit_tune.errors import InputError
+from tests.conftest import missing
 
 SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad_v2"
 
@@ -23,7 +24,7 @@ SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad_v2"
 def _rows(split: str) -> list[dict]:
     path = SQUAD / f"{split}.parquet"
     if not path.is_file():
-        pytest.skip(f"SQuAD 2.0 not found at {path}")
+        missing(f"SQuAD 2.0 not found at {path}")
     import pyarrow.parquet as pq
 
     return pq.read_table(path).to_pylist()

@@ -18,7 +18,6 @@ from reinit_tune.sweep.options import RunOptions, SimilarityOptions
 from reinit_tune.sweep.runner import run_sweep
 from tests.helpers import REPO, SyntheticStore, cli, permutation_store, screenshot_script
 
-pytestmark = pytest.mark.ray
 L = 6
 
 
@@ -47,6 +46,7 @@ def add_every_other_family(synth: SyntheticStore) -> None:
     synth.add("sequential", "rte", 0.62, train_size=None, intermediate_task="mrpc")
 
 
+@pytest.mark.ray
 def test_report_from_a_real_sweep_then_with_every_family(ray_local, tiny_bert, glue_dir,
                                                          tmp_path, capsys):
     results = tmp_path / "results"

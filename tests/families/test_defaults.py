@@ -11,6 +11,7 @@ from reinit_tune import EMBEDDED_MODEL, families
 from reinit_tune.cli import configs_of, run_options, sweep_parser
 from reinit_tune.families import Grid
 from reinit_tune.hardware import resolve_precision
+from tests.conftest import missing
 from tests.helpers import SHARED_DATA, cli
 
 NAMES = [f.name for f in families.all_families()]
@@ -19,7 +20,7 @@ NAMES = [f.name for f in families.all_families()]
 @pytest.fixture(scope="module")
 def data_dir() -> str:
     if not (SHARED_DATA / "glue" / "sst2" / "train.parquet").is_file():
-        pytest.skip("shared data not found")
+        missing("shared data not found")
     return str(SHARED_DATA)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from reinit_tune.cli import sweep_main
 from reinit_tune.sweep import cluster
+from tests.conftest import missing
 from tests.helpers import free_port
 
 # Words of a message that tells the user what to do about it.
@@ -745,7 +746,7 @@ def test_fractions_of_a_subset_file_stop_unless_allowed(name, folder, needs, hol
     dry run, naming the task, the size, the count needed and the count the file holds."""
     data_dir = str(glue_dir.parent / folder) if folder else str(glue_dir.parent)
     if not (Path(data_dir) / "squad_v2").is_dir() and name == "001-layers":
-        pytest.skip("shared SQuAD 2.0 data not found")
+        missing("shared SQuAD 2.0 data not found")
     argv = ["--data-dir", data_dir, "--results", str(tmp_path / "r"), "--dry-run"]
     assert sweep_main(name, argv) == 2
     err = capsys.readouterr().err
