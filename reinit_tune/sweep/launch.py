@@ -238,6 +238,7 @@ def launch(plan: Plan, out: TextIO | None = None, ray_log: Path | None = None) -
         fit_in_chunks(tuner, packs, list(grid), size, writer, summary, options.max_failures)
     finally:
         writer.watchdog.stop()
+        stalls.close(beats)
         watch.stop()
         heartbeat.stop()
     summary.wall_time_s = time.perf_counter() - start

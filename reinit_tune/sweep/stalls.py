@@ -91,6 +91,16 @@ def board():
         scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=True)).remote()
 
 
+def close(beats) -> None:
+    """End the board (an actor outlives its sweep in a Ray instance the process keeps)."""
+    import ray
+
+    try:
+        ray.kill(beats)
+    except Exception as e:  # noqa: BLE001 - gone with its node, or Ray already down
+        log.debug("could not end the progress board: %s", e)
+
+
 def reader(beats) -> Callable[[], Mapping[str, int]]:
     """What the watchdog polls: the board's counts (empty where it cannot be reached)."""
     def read() -> Mapping[str, int]:
