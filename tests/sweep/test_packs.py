@@ -372,6 +372,12 @@ def test_a_pack_of_mixed_surgeries_stores_what_its_trials_apart_do(ray_local, ti
     assert (summary.ok, summary.failed) == (4, 0)
     tune_trials = [p for p in (results / "_tune").glob("*/*") if p.is_dir()]
     assert len(tune_trials) == 1  # really packed
+    import ray._private.state
+
+    # the sweep's progress board ended with it (Ray lives on in this process)
+    alive = [a for a in ray._private.state.actors().values()
+             if a["ActorClassName"] == "Beats" and a["State"] == "ALIVE"]
+    assert not alive, alive
     packed = store.load_epochs(results).set_index(["trial_id", "epoch"]).sort_index()
     assert len(packed) == 8
     for config in configs:
