@@ -372,12 +372,19 @@ def test_a_pack_of_mixed_surgeries_stores_what_its_trials_apart_do(ray_local, ti
     assert (summary.ok, summary.failed) == (4, 0)
     tune_trials = [p for p in (results / "_tune").glob("*/*") if p.is_dir()]
     assert len(tune_trials) == 1  # really packed
+    import time
+
     import ray._private.state
 
     # the sweep's progress board ended with it (Ray lives on in this process)
-    alive = [a for a in ray._private.state.actors().values()
-             if a["ActorClassName"] == "Beats" and a["State"] == "ALIVE"]
-    assert not alive, alive
+    def boards() -> list:
+        return [a for a in ray._private.state.actors().values()
+                if a["ActorClassName"] == "Beats" and a["State"] == "ALIVE"]
+
+    deadline = time.monotonic() + 20  # ray.kill is asynchronous
+    while boards() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not boards()
     packed = store.load_epochs(results).set_index(["trial_id", "epoch"]).sort_index()
     assert len(packed) == 8
     for config in configs:
