@@ -24,7 +24,6 @@ from reinit_tune import sanity, store
 from reinit_tune.analysis.stats import size_label, size_labels
 from reinit_tune.config import INTRODUCED_AS, LABEL_FIELDS, REPLICATE_FIELDS, TrialConfig
 from reinit_tune.model.fingerprint import short as short_fingerprint
-from reinit_tune.tasks import SCORE_TOLERANCE
 from reinit_tune.wording import counted
 
 # column -> value meaning "this trial does not use the feature"
@@ -189,15 +188,11 @@ def split(rows: pd.DataFrame, series: Iterable[str], x: Iterable[str] = ()) -> p
     only between series (003's 5 epochs at 500 examples, 3 at 5k) splits nothing
     (``line_notes`` names its values for a panel's legend).
 
-    Identical runs stored under two experiment names (reused rows) count once; a run stored
-    by several trials whose scores differ (``conflicting``) is left out: no rule can tell
-    which of its scores is the run's (``reinit-tune verdicts`` names them).
+    Identical runs stored under two experiment names (reused rows) count once.
     ``attrs["split"]`` lists the split fields, ``attrs["per_series"]`` the others that vary.
     """
     rows = _fill_model_fingerprints(rows.copy())
     series, x = list(series), set(x)
-    if len(rows) and "score" in rows:
-        rows = rows[~conflicting(rows)].reset_index(drop=True)
     if len(rows):
         # one run per configuration and seed: a reused row repeats its source's numbers
         key = _run_key(rows)
@@ -257,18 +252,6 @@ def _codes(rows: pd.DataFrame, field: str) -> np.ndarray:
 
 def _run_key(rows: pd.DataFrame) -> np.ndarray:
     return np.column_stack([_codes(rows, f) for f in (*identity_fields(), *REPLICATE_FIELDS)])
-
-
-def conflicting(rows: pd.DataFrame, tolerance: float = SCORE_TOLERANCE) -> np.ndarray:
-    """Which rows (trials) belong to a run stored by several trials whose scores differ by
-    more than ``tolerance`` (two reruns of one seed that disagree: 0.2 and 0.99)."""
-    if len(rows) < 2:
-        return np.zeros(len(rows), dtype=bool)
-    run = run_ids(rows)
-    score = pd.Series(rows["score"].to_numpy(np.float64))
-    by_run = score.groupby(run)
-    spread = by_run.max() - by_run.min()  # scores that are not numbers are skipped
-    return np.isin(run, spread.index[spread > tolerance])
 
 
 def run_ids(rows: pd.DataFrame) -> np.ndarray:

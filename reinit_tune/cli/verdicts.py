@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from reinit_tune.cli.formatting import Help, output_file, results_folder
-from reinit_tune.wording import counted
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -81,10 +80,9 @@ def command(args: argparse.Namespace) -> int:
     rows = priced(rows, [r.command for r in rows if r.command])
     print(text(rows))
     if clashes:
-        print(f"note: {counted(len(clashes), 'run')} stored by several trials (under two "
-              "experiment names, or copied) with scores that differ, left out of every "
-              "verdict and figure (no rule can tell which score is the run's; delete the "
-              "wrong trial's file, or both to train the run again): "
+        print(f"note: {len(clashes)} run(s) were stored by several trials (under two "
+              "experiment names, or copied) whose scores differ; the verdicts and figures use "
+              "one of each: "
               + "; ".join(map(str, clashes[:5])) + (" ..." if len(clashes) > 5 else ""))
     if args.json:
         write_json(rows, args.json)

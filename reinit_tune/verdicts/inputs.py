@@ -2,12 +2,13 @@
 metric can take (``reinit_tune.store.check.bad_scores``: an accuracy of 7.5 or an infinite
 score is refused, naming its trials), a store with ok runs at all (an empty or all-failed
 store is said in one line), and runs stored twice with different scores (reported: the
-verdicts, like the figures, leave such a run out)."""
+verdicts, like the figures, count a run once)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
@@ -39,16 +40,19 @@ class Rerun:
         return f"{self.task} seed {self.seed}: {runs}"
 
 
-def conflicting_reruns(trials: pd.DataFrame) -> list[Rerun]:
+def conflicting_reruns(trials: pd.DataFrame, tolerance: float = 1e-9) -> list[Rerun]:
     """The runs of ``trials``' ok rows stored by more than one trial (under two experiment
-    names, or copied) whose scores differ: the figures and the verdicts leave such a run out
-    (``analysis.frames.conflicting``), since no rule can tell which score is the run's."""
+    names, or copied) with scores further apart than ``tolerance``: the figures and the
+    verdicts count such a run once (``analysis.frames.split``), so one of the scores is
+    silently not used."""
     ok = trials[(trials["status"] == "ok") if "status" in trials else slice(None)]
-    ok = ok[pd.notna(ok["score"])].reset_index(drop=True)
-    clash = frames.conflicting(ok)
-    if not clash.any():
+    ok = ok[pd.notna(ok["score"])]
+    if len(ok) < 2:
         return []
-    rows = ok[clash].assign(_run=frames.run_ids(ok)[clash])
+    run = frames.run_ids(ok)
+    spread = pd.Series(ok["score"].to_numpy(float)).groupby(run).agg(["min", "max", "size"])
+    clash = spread.index[(spread["size"] > 1) & (spread["max"] - spread["min"] > tolerance)]
+    rows = ok[np.isin(run, clash)].assign(_run=run[np.isin(run, clash)])
     return [Rerun(str(part["task"].iloc[0]), int(part["seed"].iloc[0]),
                   tuple(map(str, part["trial_id"])), tuple(map(float, part["score"])))
             for _, part in rows.groupby("_run", sort=True)]

@@ -840,26 +840,3 @@ def test_no_collapse_no_collapse_lines(tmp_path):
     row = one(verdicts(tmp_path, "003-C1"), "sst2")
     assert row.collapsed == () and row.verdict == "supported"
     assert "mixture" not in row.reason
-
-
-def test_a_run_stored_twice_with_different_scores_is_left_out_and_named(tmp_path, capsys):
-    """Seed 0 of k = 2 stored by two trials (under two experiment names) at 0.2 and 0.99:
-    the verdicts leave the run out (its cell pairs on the other seeds) instead of keeping
-    whichever trial id sorts first, and the note names both trials and says so."""
-    from tests.helpers import cli
-
-    synth = SyntheticStore(tmp_path)
-    rng = np.random.default_rng(3)
-    scores = plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=6,
-                               rng=rng)
-    first = synth.add("small_data", "sst2", 0.2, seed=0, train_size=50_000,
-                      reinit_layers=range(2, 6), num_layers=6)
-    row = one(verdicts(tmp_path, "003-C1"), "sst2")
-    kept = scores[2][1:] - 0.5 * scores[0][1:] - 0.5 * scores[6][1:]
-    est, low, high = paired_t(kept)  # seeds 1-5: seed 0's k = 2 runs disagree
-    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
-    assert row.n_min == 5
-    code, out = cli(capsys, "verdicts", "--results", str(tmp_path), "--claims", "003-C1")
-    assert code == 0, out
-    assert "note: 1 run stored by several trials" in out and "left out of every verdict" in out
-    assert first in out and f"{scores[2][0]:.4f}" in out and "0.2000" in out
