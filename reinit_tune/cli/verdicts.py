@@ -82,7 +82,7 @@ def command(args: argparse.Namespace) -> int:
     if clashes:
         print(f"note: {len(clashes)} run(s) were stored by several trials (under two "
               "experiment names, or copied) whose scores differ; the verdicts and figures use "
-              "one of each: "
+              "the one marked (used) of each: "
               + "; ".join(map(str, clashes[:5])) + (" ..." if len(clashes) > 5 else ""))
     if args.json:
         write_json(rows, args.json)

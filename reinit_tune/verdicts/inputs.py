@@ -32,11 +32,12 @@ class Rerun:
 
     task: str
     seed: int
-    trials: tuple[str, ...]
+    trials: tuple[str, ...]  # the one the verdicts and figures use first
     scores: tuple[float, ...]
 
     def __str__(self) -> str:
-        runs = ", ".join(f"{t} {s:.4f}" for t, s in zip(self.trials, self.scores, strict=True))
+        runs = ", ".join(f"{t} {s:.4f}" + (" (used)" if i == 0 else "")
+                         for i, (t, s) in enumerate(zip(self.trials, self.scores, strict=True)))
         return f"{self.task} seed {self.seed}: {runs}"
 
 
@@ -53,6 +54,10 @@ def conflicting_reruns(trials: pd.DataFrame, tolerance: float = 1e-9) -> list[Re
     spread = pd.Series(ok["score"].to_numpy(float)).groupby(run).agg(["min", "max", "size"])
     clash = spread.index[(spread["size"] > 1) & (spread["max"] - spread["min"] > tolerance)]
     rows = ok[np.isin(run, clash)].assign(_run=run[np.isin(run, clash)])
+    # in the order ``frames.split`` keeps one: a row not reused from another family first,
+    # then the store's (trial id) order
+    reused = rows["reused_from"].notna() if "reused_from" in rows else False
+    rows = rows.assign(_reused=reused).sort_values(["_reused", "trial_id"], kind="stable")
     return [Rerun(str(part["task"].iloc[0]), int(part["seed"].iloc[0]),
                   tuple(map(str, part["trial_id"])), tuple(map(float, part["score"])))
             for _, part in rows.groupby("_run", sort=True)]

@@ -840,3 +840,30 @@ def test_no_collapse_no_collapse_lines(tmp_path):
     row = one(verdicts(tmp_path, "003-C1"), "sst2")
     assert row.collapsed == () and row.verdict == "supported"
     assert "mixture" not in row.reason
+
+
+def test_a_run_stored_twice_with_different_scores_names_the_score_used(tmp_path, capsys):
+    """Seed 0 of k = 2 stored by two trials (under two experiment names) at their planted
+    score and at 0.2: the verdicts use one (the first by trial id), and the note marks
+    which, so a reader knows what the interval was drawn from."""
+    from tests.helpers import cli
+
+    synth = SyntheticStore(tmp_path)
+    scores = plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=6,
+                               rng=np.random.default_rng(3))
+    other = synth.add("small_data", "sst2", 0.2, seed=0, train_size=50_000,
+                      reinit_layers=range(2, 6), num_layers=6)
+    planted = next(t for t in store.load_trials(tmp_path)["trial_id"] if t != other and
+                   store.load_trials(tmp_path).set_index("trial_id").loc[t, "score"]
+                   == scores[2][0])
+    used_planted = planted < other
+    k2 = scores[2].copy()
+    if not used_planted:
+        k2[0] = 0.2
+    row = one(verdicts(tmp_path, "003-C1"), "sst2")
+    est, low, high = paired_t(k2 - 0.5 * scores[0] - 0.5 * scores[6])
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx((est, low, high))
+    code, out = cli(capsys, "verdicts", "--results", str(tmp_path), "--claims", "003-C1")
+    assert code == 0 and "the one marked (used) of each" in out, out
+    used = planted if used_planted else other
+    assert f"{used} " in out and f"{used} {k2[0]:.4f} (used)" in out, out
