@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SHARED_DATA, SHARED_GLUE, save_tiny_bert
+from tests.helpers import SHARED_DATA, SHARED_GLUE, missing, save_tiny_bert
 
 # CI has no hub access: fail fast instead of retrying, and read GLUE from the shared folder.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,15 +30,6 @@ def glue_dir() -> Path:
     if not (path / "sst2" / "train.parquet").is_file():
         missing("GLUE data not found; set REINIT_TUNE_DATA")
     return path
-
-
-def missing(why: str) -> None:
-    """Skip a test whose shared data is missing, or fail it where the data is required
-    (``REINIT_TUNE_REQUIRE_DATA=1``, as CI sets it): a checkout without the data must not go
-    green on skips there."""
-    if os.environ.get("REINIT_TUNE_REQUIRE_DATA") == "1":
-        pytest.fail(f"{why} (REINIT_TUNE_REQUIRE_DATA=1: the suite needs it here)")
-    pytest.skip(why)
 
 
 @pytest.fixture(scope="session")

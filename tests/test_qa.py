@@ -15,7 +15,7 @@ import pytest
 
 from reinit_tune import qa
 from reinit_tune.errors import InputError
-from tests.conftest import missing
+from tests.helpers import missing
 
 SQUAD = Path(__file__).resolve().parents[2] / "shared" / "data" / "squad_v2"
 

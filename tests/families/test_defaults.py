@@ -11,8 +11,7 @@ from reinit_tune import EMBEDDED_MODEL, families
 from reinit_tune.cli import configs_of, run_options, sweep_parser
 from reinit_tune.families import Grid
 from reinit_tune.hardware import resolve_precision
-from tests.conftest import missing
-from tests.helpers import SHARED_DATA, cli
+from tests.helpers import SHARED_DATA, cli, missing
 
 NAMES = [f.name for f in families.all_families()]
 

@@ -14,8 +14,7 @@ import pytest
 
 from reinit_tune.cli import sweep_main
 from reinit_tune.sweep import cluster
-from tests.conftest import missing
-from tests.helpers import free_port
+from tests.helpers import free_port, missing
 
 # Words of a message that tells the user what to do about it.
 ADVICE = ("--", "allowed", "must be", "pass", "use ", "fix", "add ", "lower", "remove", "save",
