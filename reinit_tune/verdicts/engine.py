@@ -330,7 +330,6 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     refused, finding = refused is not finding, refused
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value
-    decided = (Verdict.SUPPORTED, Verdict.CONTRADICTED)
     seeds = None
     undecidable = False  # not by --max-seeds' default seeds per cell at the observed spread
     target = finding.to_decide()
@@ -364,7 +363,7 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
         n = interval.n_min
         reason = (reason + "; " if reason else "") + (
             "the interval allows for every collapse rate its cells' runs leave possible "
-            "(95% Clopper-Pearson; claims.md §0.6)" if finding.verdict in decided else
+            "(95% Clopper-Pearson; claims.md §0.6)" if finding.verdict in DECIDED else
             f"not decidable at n = {n} with collapsed runs: the interval allows for every "
             "collapse rate its cells' runs leave possible (95% Clopper-Pearson; claims.md "
             "§0.6)")
@@ -433,7 +432,7 @@ def _unbounded_mixture(finding: Finding, counted: list[collapse.CellCollapse]) -
     so the row is not decided and says so."""
     mixed = collapse.mixed_cells(counted)
     interval = finding.interval
-    if not mixed or finding.verdict not in (Verdict.SUPPORTED, Verdict.CONTRADICTED) or (
+    if not mixed or finding.verdict not in DECIDED or (
             interval is not None and interval.method.endswith(collapse.BOUND)):
         return finding
     method = interval.method if interval is not None else "its test"
