@@ -151,8 +151,28 @@ def _claim(claim: Claim, found: list[Group], results_dir: str,
         rows = _tasks(claim, candidates, results_dir)
     rows += _overall(claim, rows)
     if not any(r.note is None for r in rows):  # nothing in the claim's own scope
-        rows.append(_nothing(claim, found, results_dir))
+        rows.append(_nearest(claim, found, results_dir) or _nothing(claim, found, results_dir))
     return rows
+
+
+def _nearest(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow | None:
+    """Where a per-group claim has no group of its own in scope but the store has runs of
+    one of its tasks at its sizes (only the full and embeddings-only models, say): the row
+    of the largest such group of the claim's own experiments, naming the cells it lacks,
+    whose command trains them at that group's protocol (its model, learning rate, epochs) rather than the defaults."""
+    if claim.statistic.scope != "group" or getattr(claim.statistic, "touched", None):
+        return None  # values of runs of their own (similarity, the epochs study)
+    near = [g for g in found if claim.in_scope(g.examples)
+            and (not claim.tasks or g.task in claim.tasks)
+            and (not g.experiments or g.experiments & _cells_of(claim, g.num_layers)[1])]
+    if not near:
+        return None
+    group = max(near, key=lambda g: (sum(len(v[0]) for v in g.surgeries.values()),
+                                     g.examples))
+    finding = claim.statistic.evaluate(group, claim.n_min)
+    if finding.verdict is not Verdict.NOT_ENOUGH_DATA:
+        return None
+    return _row(claim, group, finding, results_dir)
 
 
 def _touches(claim: Claim, group: Group) -> bool:

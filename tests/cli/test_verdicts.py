@@ -273,3 +273,32 @@ def test_each_kind_of_printed_command_plans_what_is_missing_and_nothing_else(
     capsys.readouterr()
     assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
     assert plans in capsys.readouterr().out
+
+
+def test_a_group_of_only_the_common_cells_gets_a_command_at_its_own_protocol(
+        tmp_path, capsys, glue_dir, no_ray):
+    """A 50,000-example sst2 group holding only k = 0 and 6 at lr 3e-5 and 4 epochs: the
+    claim's row names that group's missing k's, and its command trains them at the group's
+    protocol on sst2 alone (before: "progressive runs at >= 50,000", with no --lr, --epochs
+    or --k, adding qnli; its dry run planned 21 trials at the default protocol)."""
+    import shlex
+
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 6: 0.9}, seeds=3, lr=3e-5, epochs=4)
+    out = tmp_path / "v.json"
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-C1",
+                     "--json", str(out)]) == 0
+    [row] = json.loads(out.read_text())
+    assert row["verdict"] == "not enough data"
+    assert "k=2" in row["reason"] and "sst2" in row["reason"], row["reason"]
+    command = shlex.split(row["command"])
+    for flag, value in (("--lr", "3e-05"), ("--epochs", "4"), ("--sizes", "50000"),
+                        ("--tasks", "sst2")):
+        assert command[command.index(flag) + 1] == value, row["command"]
+    assert "qnli" not in command and "--k" in command, row["command"]
+    ks = command[command.index("--k") + 1:command.index("--seeds")]
+    assert "2" in ks and "0" not in ks and "6" not in ks, row["command"]
+    capsys.readouterr()
+    assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
+    plan = capsys.readouterr().out
+    assert f"dry run: {3 * len(ks)} of {3 * len(ks)} trials would run" in plan, plan
