@@ -79,13 +79,14 @@ def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool
 def _run_flags(group: Group | None, finding: Finding) -> str:
     """The flags that train new runs as the group's were trained (its learning rate, batch,
     epochs, sequence length, precision), each followed by a space; the epochs study takes
-    its epochs from its own flag; none without a group (probes not run yet: the probing
-    family's defaults)."""
+    its epochs from its own flag (``--epoch-sizes``); none without a group (probes not run
+    yet: the probing family's defaults)."""
     if group is None:
         return ""
     flags = []
     for name, value in group.run:
-        if name == "epochs" and finding.sizes_flag:
+        if name == "epochs" and finding.sizes_flag \
+                and not finding.sizes_flag.startswith("--sizes"):
             continue
         if name in ("lr", "batch_size", "epochs", "max_seq_length"):
             value = f"{float(value):g}"

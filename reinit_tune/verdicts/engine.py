@@ -41,7 +41,7 @@ from reinit_tune.verdicts.depth import map_layer
 from reinit_tune.verdicts.groups import Group, groups
 from reinit_tune.verdicts.pairs import PairSet, pair_sets
 from reinit_tune.verdicts.probes import ProbePeak
-from reinit_tune.verdicts.rule import Finding
+from reinit_tune.verdicts.rule import Finding, lacking
 
 
 @dataclass(frozen=True)
@@ -158,18 +158,28 @@ def _claim(claim: Claim, found: list[Group], results_dir: str,
 def _nearest(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow | None:
     """Where a per-group claim has no group of its own in scope but the store has runs of
     one of its tasks at its sizes (only the full and embeddings-only models, say): the row
-    of the largest such group of the claim's own experiments, naming the cells it lacks,
-    whose command trains them at that group's protocol (its model, learning rate, epochs) rather than the defaults."""
-    if claim.statistic.scope != "group" or getattr(claim.statistic, "touched", None):
+    of the largest such group of the claim's own experiments, naming the cells it lacks
+    (for a claim of two sizes: the size ``ratio``x from it), whose command trains them at
+    that group's protocol (its model, learning rate, epochs) rather than the defaults."""
+    scope = claim.statistic.scope
+    if scope not in ("group", "sizes") or getattr(claim.statistic, "touched", None):
         return None  # values of runs of their own (similarity, the epochs study)
-    near = [g for g in found if claim.in_scope(g.examples)
+    near = [g for g in found if (scope == "sizes" or claim.in_scope(g.examples))
             and (not claim.tasks or g.task in claim.tasks)
             and (not g.experiments or g.experiments & _cells_of(claim, g.num_layers)[1])]
     if not near:
         return None
     group = max(near, key=lambda g: (sum(len(v[0]) for v in g.surgeries.values()),
                                      g.examples))
-    finding = claim.statistic.evaluate(group, claim.n_min)
+    if scope == "sizes":  # the other size, ``ratio``x below the group's (else above)
+        ratio = claim.statistic.ratio
+        other = (group.examples / ratio if group.examples / ratio >= 500
+                 else group.examples * ratio)
+        finding = lacking([f"{claim.figure} runs at {other:.0f} examples"], claim.figure,
+                          f" ({ratio:g}x from the {group.size} group's) for {group.task}")
+        finding = dataclasses.replace(finding, sizes_flag=f"--sizes {other:.0f}")
+    else:
+        finding = claim.statistic.evaluate(group, claim.n_min)
     if finding.verdict is not Verdict.NOT_ENOUGH_DATA:
         return None
     return _row(claim, group, finding, results_dir)

@@ -302,3 +302,29 @@ def test_a_group_of_only_the_common_cells_gets_a_command_at_its_own_protocol(
     assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
     plan = capsys.readouterr().out
     assert f"dry run: {3 * len(ks)} of {3 * len(ks)} trials would run" in plan, plan
+
+
+def test_a_size_claim_with_one_size_asks_for_the_other_at_the_groups_protocol(
+        tmp_path, capsys, glue_dir, no_ray):
+    """One 50,000-example sst2 group at lr 3e-5, 4 epochs and 003-C2 (two sizes 10x apart):
+    the row asks for runs at 5,000 on sst2 at that protocol (before: every task at the
+    default sizes and protocol, 147 trials)."""
+    import shlex
+
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {k: 0.5 + 0.06 * k for k in range(7)}, seeds=3,
+                      lr=3e-5, epochs=4)
+    out = tmp_path / "v.json"
+    assert cli.main(["verdicts", "--results", str(tmp_path), "--claims", "003-C2",
+                     "--json", str(out)]) == 0
+    [row] = json.loads(out.read_text())
+    assert row["verdict"] == "not enough data" and row["task"] == "sst2"
+    assert "progressive runs at 5000 examples" in row["reason"], row["reason"]
+    command = shlex.split(row["command"])
+    for flag, value in (("--lr", "3e-05"), ("--epochs", "4"), ("--sizes", "5000"),
+                        ("--tasks", "sst2")):
+        assert command[command.index(flag) + 1] == value, row["command"]
+    capsys.readouterr()
+    assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
+    plan = capsys.readouterr().out
+    assert "progressive  sst2  5000" in plan and "50000" not in plan.split("dry run")[0], plan

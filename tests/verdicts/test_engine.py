@@ -145,8 +145,11 @@ def test_003_c2_needs_two_sizes_ten_times_apart(tmp_path):
     synth = SyntheticStore(tmp_path)
     plant_progressive(synth, "qnli", 500, {0: 0.5, 2: 0.6, 6: 0.9})
     plant_progressive(synth, "qnli", 2_000, {0: 0.5, 2: 0.8, 6: 0.9})
-    row = one(verdicts(tmp_path, "003-C2"), None)
-    assert row.verdict == NED and "10x apart" in row.reason
+    [row] = verdicts(tmp_path, "003-C2")
+    assert row.verdict == NED and row.task == "qnli"
+    # the other size 10x from a stored group's, on its task (500 x 10 or 2,000 x 10)
+    assert "progressive runs at 20000 examples (10x from the 2000 group's)" in row.reason
+    assert "--sizes 20000" in row.command and "--tasks qnli " in row.command
 
 
 # -- 003-C3 / 004-C1: unpaired contrasts across sizes ---------------------------------------
