@@ -44,6 +44,19 @@ def wide_bert(tmp_path_factory) -> str:
                               heads=4, intermediate=512))
 
 
+@pytest.fixture(autouse=True)
+def _ray_only_where_marked(request, monkeypatch):
+    """The ``ray`` marker says which tests start Ray (the suite's parallel tier runs the
+    others two at a time): a test without it that joins or starts Ray fails."""
+    if request.node.get_closest_marker("ray") is None:
+        from reinit_tune.sweep import cluster
+
+        def refuse(job=None):
+            raise AssertionError(f"{request.node.nodeid} starts Ray: mark it "
+                                 "@pytest.mark.ray")
+        monkeypatch.setattr(cluster, "connect_ray", refuse)
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """One local Ray instance for the in-process sweep tests."""
