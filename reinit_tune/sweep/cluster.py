@@ -370,7 +370,8 @@ print(json.dumps(gpu_inventory()))
 
 def ask_cluster(address: str, timeout_s: float = 120.0) -> tuple[float, bool]:
     """``gpu_inventory`` of the cluster at ``address``, asked by a short-lived driver of its
-    own; ``InputError`` naming ``--gpus-per-trial`` where it does not answer."""
+    own; ``ClusterError`` (the environment, exit 1) where it does not answer: a head whose
+    port is open but whose Ray is hung, stopped or refuses this driver's token."""
     import json
     import subprocess
 
@@ -381,8 +382,11 @@ def ask_cluster(address: str, timeout_s: float = 120.0) -> tuple[float, bool]:
     except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
         why = "no answer in time" if isinstance(e, subprocess.TimeoutExpired) else (
             (done.stderr.strip().splitlines() or ["no output"])[-1][:200])
-        raise InputError(f"--gpus-per-trial auto: could not ask the Ray cluster at {address} "
-                         f"for its GPUs ({why}); pass --gpus-per-trial N (0: CPUs)") from None
+        raise ClusterError(
+            f"the Ray cluster at {address} did not answer a driver ({why}): check it is up "
+            f"and takes this machine's token (`ray status --address {address}`), point "
+            f"{ADDRESS_ENV} at a live cluster, or unset it to run on this machine; "
+            "--gpus-per-trial N (0: CPUs) skips this question, not the cluster") from None
     return float(gpus), bool(scalable)
 
 

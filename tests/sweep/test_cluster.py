@@ -214,3 +214,23 @@ def test_an_address_that_is_not_ray_is_refused_within_30_s(tiny_bert, glue_dir, 
     assert f"RAY_ADDRESS={address} answers but is not a Ray cluster" in out
     assert "Traceback" not in out and "Failed to connect to GCS" not in out, out
     assert not stored(tmp_path / "results")
+
+
+def test_a_cluster_that_does_not_answer_a_driver_is_an_environment_error_saying_what_to_check():
+    """A head whose port is open but whose Ray does not answer (hung, stopped, another
+    token): one line naming the address, how to check it and how to run elsewhere, as an
+    environment failure (exit 1), not advice to pass --gpus-per-trial as if that were the
+    fix."""
+    from reinit_tune.errors import ClusterError
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(ClusterError) as refused:
+            cluster.ask_cluster(address, timeout_s=3)
+    message = str(refused.value)
+    assert message.startswith(f"the Ray cluster at {address} did not answer a driver (no "
+                              "answer in time)"), message
+    assert f"`ray status --address {address}`" in message and "unset it" in message
+    assert "\n" not in message
