@@ -1,5 +1,5 @@
 """Checking a store: the files every reader skips (unreadable, another program's), the rows
-it skips as malformed, and trials stored "ok" whose epoch rows are lost; ``reinit-tune store
+it skips as malformed, and trials stored "ok" whose epoch rows are lost or missing; ``reinit-tune store
 check`` prints what ``check_store`` finds."""
 
 from __future__ import annotations
@@ -41,11 +41,14 @@ class StoreCheck:
     scores: str | None = None
     # per-trial files not named by the trial they hold (copies): every reader skips them
     strays: list[Path] = dataclasses.field(default_factory=list)
+    # trials stored ok after training epochs whose epoch rows are not in the store at all
+    # (their file deleted or never synced): the epoch figures and verdicts lack them
+    missing_epochs: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs
-                    or self.damaged or self.scores or self.strays)
+                    or self.damaged or self.scores or self.strays or self.missing_epochs)
 
     def __str__(self) -> str:
         lines = [self.scores] if self.scores else []
@@ -69,6 +72,11 @@ class StoreCheck:
                        "trains it again (with --rerun-damaged where the file is damaged)"
                        for t in self.lost_epochs],
                       "trials whose epoch rows are unreadable")
+        lines += _few([f"trial {t} is stored ok after training, but the store has no epoch "
+                       f"rows of it (its file {EPOCHS}/{t}.parquet was deleted or never "
+                       "synced): restore the file; until then the epoch figures and "
+                       "verdicts leave it out"
+                       for t in self.missing_epochs], "trials without epoch rows")
         lines.append("store is clean" if self.clean else "store has problems (above)")
         return "\n".join(lines)
 
@@ -91,18 +99,24 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
     problems = Problems()
     files = {}
     ignored = []
+    keys = {}
     for name, table in TABLES.items():
         small, compacted = listing(root / name)
         files[name] = (len(small), len(compacted))
-        read_table(root, table, [table.key], problems)
+        keys[name] = read_table(root, table, [table.key], problems)[table.key].to_pylist()
         if (root / name).is_dir():  # temporary files of a writer start with "."
             ignored += sorted(p for p in (root / name).iterdir()
                               if p.suffix != ".parquet" and not p.name.startswith("."))
-    ok = load_trials(root, status="ok", columns=["trial_id", "metric", "score"])
+    ok = load_trials(root, status="ok",
+                     columns=["trial_id", "metric", "score", "epochs_completed"])
     finished = set(finished_rows(root)["trial_id"])
+    lost = set(ok["trial_id"]) - finished
+    # every trial that trained an epoch wrote (or, reused, copied) its epoch rows
+    trained = ok.loc[ok["epochs_completed"].fillna(0).gt(0), "trial_id"]
+    missing = sorted(set(trained) - set(keys[EPOCHS]) - lost)
     return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
-                      sorted(set(ok["trial_id"]) - finished), files, damaged_files(root),
-                      ignored, bad_scores(ok), sorted(set(problems.strays)))
+                      sorted(lost), files, damaged_files(root),
+                      ignored, bad_scores(ok), sorted(set(problems.strays)), missing)
 
 
 def _footers(results_dir: str | os.PathLike, tables: tuple[str, ...]) -> Problems:

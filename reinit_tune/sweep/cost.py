@@ -73,9 +73,14 @@ class Coefficients:
     def __str__(self) -> str:
         where = (f"a member of a pack of {self.members} ({counted(self.seeds, 'seed')})"
                  if self.members > 1 else "a trial")
-        return (f"{where}: {1e3 * self.step_s:.3g} ms a step + {1e6 * self.token_s:.3g} us a "
-                f"token, evaluation {1e6 * self.eval_token_s:.3g} us a token, setup "
-                f"{self.setup_s:.2g} s")
+        return (f"{where}: {_three(1e3 * self.step_s)} ms a step + "
+                f"{_three(1e6 * self.token_s)} us a token, evaluation "
+                f"{_three(1e6 * self.eval_token_s)} us a token, setup {self.setup_s:.2g} s")
+
+
+def _three(x: float) -> str:
+    """Three significant digits, never in exponent form (1680, not 1.68e+03)."""
+    return f"{float(f'{x:.3g}'):.12g}"
 
 
 # Measured by benchmarks/calibrate_cost.py on the local Parquet files (QNLI on its subset).

@@ -22,6 +22,28 @@ def test_a_trial_whose_epoch_file_is_unreadable_is_not_finished(tmp_path, write)
     assert store.check_store(tmp_path).clean
 
 
+def test_a_deleted_epoch_file_is_named_and_the_check_fails(tmp_path, capsys, write, fill):
+    """A trial stored ok after training epochs, its epoch file deleted (a sync that lost it):
+    `store check` names the trial and the file and exits 1 (before: "store is clean"); the
+    trial still counts as finished (its score is sound). Compacted, the same."""
+    from tests.helpers import cli
+
+    configs = fill(tmp_path, 4)
+    gone = configs[2].trial_id
+    (tmp_path / "epochs" / f"{gone}.parquet").unlink()
+    check = store.check_store(tmp_path)
+    assert check.missing_epochs == [gone] and not check.clean and check.lost_epochs == []
+    assert gone in store.finished_ids(tmp_path)
+    code, out = cli(capsys, "store", "check", "--results", str(tmp_path))
+    assert code == 1 and f"trial {gone} is stored ok after training, but the store has no " \
+        f"epoch rows of it (its file epochs/{gone}.parquet" in out, out
+    assert "store has problems" in out
+    cli(capsys, "store", "compact", "--results", str(tmp_path))
+    assert store.check_store(tmp_path).missing_epochs == [gone]
+    write(tmp_path, configs[0], status="error", epochs=0)  # no epochs trained: nothing missing
+    assert store.check_store(tmp_path).missing_epochs == [gone]
+
+
 def test_the_store_command_checks_and_compacts(tmp_path, capsys, write, fill):
     from tests.helpers import cli
 
@@ -55,6 +77,7 @@ def flip_a_byte(path, column: str) -> None:
     path.write_bytes(bytes(data))
 
 
+@pytest.mark.ray
 def test_a_flipped_byte_is_found_named_and_never_retrained_silently(tmp_path, capsys,
                                                                     glue_dir):
     from reinit_tune.outcome import EpochRecord, TrialOutcome
