@@ -1,6 +1,6 @@
 """Checking a store: the files every reader skips (unreadable, another program's), the rows
-it skips as malformed, and trials stored "ok" whose epoch rows are lost or missing; ``reinit-tune store
-check`` prints what ``check_store`` finds."""
+it skips as malformed, and trials stored "ok" whose epoch rows are lost or missing;
+``reinit-tune store check`` prints what ``check_store`` finds."""
 
 from __future__ import annotations
 
