@@ -47,14 +47,28 @@ def wide_bert(tmp_path_factory) -> str:
 @pytest.fixture(autouse=True)
 def _ray_only_where_marked(request, monkeypatch):
     """The ``ray`` marker says which tests start Ray (the suite's parallel tier runs the
-    others two at a time): a test without it that joins or starts Ray fails."""
-    if request.node.get_closest_marker("ray") is None:
-        import ray  # a test that stands in for ray.init itself replaces this after
+    others several at a time): a test without it fails where it calls ``ray.init`` in this
+    process, or where a process it started began a Ray session (each unmarked test points
+    ``RAY_TMPDIR``, where Ray puts its sessions, at a folder of its own)."""
+    if request.node.get_closest_marker("ray") is not None:
+        yield
+        return
+    import shutil
+    import tempfile
 
-        def refuse(*args, **kwargs):
-            raise AssertionError(f"{request.node.nodeid} starts Ray: mark it "
-                                 "@pytest.mark.ray")
-        monkeypatch.setattr(ray, "init", refuse)
+    import ray  # a test that stands in for ray.init itself replaces this after
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} starts Ray: mark it @pytest.mark.ray")
+    monkeypatch.setattr(ray, "init", refuse)
+    sessions = Path(tempfile.mkdtemp(prefix="noray-"))  # short: Ray's socket paths fit
+    monkeypatch.setenv("RAY_TMPDIR", str(sessions))
+    yield
+    started = any(sessions.rglob("session_*"))
+    shutil.rmtree(sessions, ignore_errors=True)
+    if started:
+        pytest.fail(f"{request.node.nodeid} started Ray in a process of its own: mark it "
+                    "@pytest.mark.ray", pytrace=False)
 
 
 @pytest.fixture(scope="session")
