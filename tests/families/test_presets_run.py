@@ -13,8 +13,6 @@ from reinit_tune import TrialConfig, families, store
 from reinit_tune.training import sequential
 from tests.helpers import cli
 
-pytestmark = pytest.mark.ray
-
 TINY = ["--seeds", "1", "--epochs", "1", "--lr", "1e-3", "--max-failures", "0"]
 RUNS = {
     "000-progressive": (["--tasks", "qnli", "--sizes", "0.006", "--k", "0", "4"], 2),
@@ -32,6 +30,7 @@ RUNS = {
 }
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("name", sorted(RUNS))
 def test_tiny_run_of_each_preset_lands_rows_and_figures(name, ray_local, tiny_bert,
                                                         small_data, tmp_path, capsys):
