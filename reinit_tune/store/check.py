@@ -113,7 +113,9 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
     lost = set(ok["trial_id"]) - finished
     # every trial that trained an epoch wrote (or, reused, copied) its epoch rows
     trained = ok.loc[ok["epochs_completed"].fillna(0).gt(0), "trial_id"]
-    missing = sorted(set(trained) - set(keys[EPOCHS]) - lost)
+    # of the trials whose rows were read before the epochs (TABLES' order): a writer stores
+    # a trial's epochs before its row, so one written meanwhile is not taken for a loss
+    missing = sorted((set(trained) & set(keys[TRIALS])) - set(keys[EPOCHS]) - lost)
     return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
                       sorted(lost), files, damaged_files(root),
                       ignored, bad_scores(ok), sorted(set(problems.strays)), missing)

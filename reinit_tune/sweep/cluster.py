@@ -382,11 +382,14 @@ def ask_cluster(address: str, timeout_s: float = 120.0) -> tuple[float, bool]:
     except (subprocess.TimeoutExpired, ValueError, IndexError) as e:
         why = "no answer in time" if isinstance(e, subprocess.TimeoutExpired) else (
             (done.stderr.strip().splitlines() or ["no output"])[-1][:200])
+        named = ("" if os.environ.get(ADDRESS_ENV, "").strip() == address
+                 else f" (recorded in {address_file()})")
         raise ClusterError(
-            f"the Ray cluster at {address} did not answer a driver ({why}): check it is up "
-            f"and takes this machine's token (`ray status --address {address}`), point "
-            f"{ADDRESS_ENV} at a live cluster, or unset it to run on this machine; "
-            "--gpus-per-trial N (0: CPUs) skips this question, not the cluster") from None
+            f"the Ray cluster at {address}{named} did not answer a driver ({why}): check it "
+            f"is up and takes this machine's token (`ray status --address {address}`), set "
+            f"{ADDRESS_ENV} to a live cluster's address, or {ADDRESS_ENV}=local to run on "
+            "this machine; --gpus-per-trial N (0: CPUs) skips this question, not the "
+            "cluster") from None
     return float(gpus), bool(scalable)
 
 

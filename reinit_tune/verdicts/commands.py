@@ -65,10 +65,11 @@ def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool
     kept = [c for c in claim.statistic.conditions(layers)
             if isinstance(c, Kept) and c.family == "progressive"]
     ks = {c.layers(layers) for c in kept}
-    if finding.verdict is Verdict.NOT_ENOUGH_DATA and not finding.tasks:  # a new task: all
+    new_size = (finding.sizes_flag or "").startswith("--sizes")  # no run of any k there
+    if finding.verdict is Verdict.NOT_ENOUGH_DATA and not finding.tasks and not new_size:
         short = {c.layers(layers) for c in kept for g in groups
                  if len(g.cell(c)) < max(claim.n_min, c.min_runs)}
-        ks = short or ks
+        ks = short or ks  # a new task or size: all
     if reference:
         ks.add(layers)
     if not ks or len(ks) == layers + 1:

@@ -31,6 +31,7 @@ from reinit_tune.inference import (
     seeds_to_decide,
 )
 from reinit_tune.inference.sequential import DEFAULT_MAX_SEEDS
+from reinit_tune.tasks import get_task
 from reinit_tune.verdicts import epochs as epoch_scores
 from reinit_tune.verdicts import layers
 from reinit_tune.verdicts.catalog import CLAIMS
@@ -169,16 +170,29 @@ def _nearest(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow |
             and (not g.experiments or g.experiments & _cells_of(claim, g.num_layers)[1])]
     if not near:
         return None
-    group = max(near, key=lambda g: (sum(len(v[0]) for v in g.surgeries.values()),
-                                     g.examples))
-    if scope == "sizes":  # the other size, ``ratio``x below the group's (else above)
+
+    def runs(g: Group) -> int:
+        return sum(len(v[0]) for v in g.surgeries.values())
+
+    if scope == "sizes":
         ratio = claim.statistic.ratio
-        other = (group.examples / ratio if group.examples / ratio >= 500
-                 else group.examples * ratio)
-        finding = lacking([f"{claim.figure} runs at {other:.0f} examples"], claim.figure,
+        for part in _by(near, lambda g: (g.task, g.protocol)):  # two sizes stored already
+            small, large = min(part, key=lambda g: g.examples), max(part,
+                                                                   key=lambda g: g.examples)
+            if large.examples >= ratio * small.examples:
+                finding = claim.statistic.evaluate(small, large, claim.n_min)
+                if finding.verdict is Verdict.NOT_ENOUGH_DATA:
+                    return _row(claim, small, finding, results_dir, large=large)
+        group = max(near, key=lambda g: (runs(g), g.examples))
+        other = _other_size(group.examples, ratio, get_task(group.task).train_rows)
+        if other is None:
+            return None
+        # every k the claim reads, at the new size: it has no run of any
+        finding = lacking([f"{claim.figure} runs at {other} examples"], claim.figure,
                           f" ({ratio:g}x from the {group.size} group's) for {group.task}")
-        finding = dataclasses.replace(finding, sizes_flag=f"--sizes {other:.0f}")
+        finding = dataclasses.replace(finding, sizes_flag=f"--sizes {other}")
     else:
+        group = max(near, key=lambda g: (runs(g), g.examples))
         finding = claim.statistic.evaluate(group, claim.n_min)
     if finding.verdict is not Verdict.NOT_ENOUGH_DATA:
         return None
@@ -552,6 +566,17 @@ def _nothing(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow:
                                + f" --seeds {claim.n_min} --results "
                                f"{shlex.quote(results_dir)}"),
                       figure=claim.figure)
+
+
+def _other_size(examples: float, ratio: float, train_rows: int) -> int | None:
+    """A train size ``ratio``x from ``examples`` that the task's train split can supply:
+    below it where that leaves at least 500 examples (003's scarcest size), else above it,
+    else below it down to 32; None where neither exists."""
+    down, up = int(examples / ratio), int(examples * ratio)
+    for size, fits in ((down, down >= 500), (up, up <= train_rows), (down, down >= 32)):
+        if fits:
+            return size
+    return None
 
 
 def _trained_apart(a: Group, b: Group) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from reinit_tune import cli
@@ -328,3 +329,39 @@ def test_a_size_claim_with_one_size_asks_for_the_other_at_the_groups_protocol(
     assert cli.main([*command[1:], "--dry-run", "--data-dir", str(glue_dir)]) == 0
     plan = capsys.readouterr().out
     assert "progressive  sst2  5000" in plan and "50000" not in plan.split("dry run")[0], plan
+
+
+def test_a_size_claims_commands_converge_where_the_stored_size_lacks_ks_too(tmp_path):
+    """One 50,000 group of only k = 0 and 6: 003-C2 asks for every k it reads at 5,000 (not
+    only the k's the 50,000 group lacks, which would leave the new size short of k = 0 and
+    6); once those are stored, for the 50,000 group's missing k's; then it decides. A task
+    whose train split cannot supply 10x more (CoLA's 8,551 at 2,000) is asked 10x less."""
+    import shlex
+
+    from reinit_tune import store
+    from reinit_tune.verdicts import BY_ID, evaluate
+
+    def command(root):
+        [row] = evaluate(store.load_trials(root), [BY_ID["003-C2"]], results_dir=str(root))
+        return row, (shlex.split(row.command) if row.command else None)
+
+    synth = SyntheticStore(tmp_path)
+    plant_progressive(synth, "sst2", 50_000, {0: 0.5, 6: 0.9}, seeds=3)
+    _, words = command(tmp_path)
+    ks = words[words.index("--k") + 1:words.index("--seeds")]
+    assert words[words.index("--sizes") + 1] == "5000" and {"0", "6"} <= set(ks), words
+    plant_progressive(synth, "sst2", 5000, {int(k): 0.5 + 0.05 * int(k) for k in ks}, seeds=3)
+    row, words = command(tmp_path)
+    assert row.verdict == "not enough data" and "50000" in row.reason, row.reason
+    sizes = words[words.index("--sizes") + 1:words.index("--sizes") + 3]
+    assert set(sizes) == {"5000", "50000"}, words
+    missing = [int(k) for k in words[words.index("--k") + 1:words.index("--seeds")]]
+    plant_progressive(synth, "sst2", 50_000, {k: 0.6 + 0.05 * k for k in missing}, seeds=3,
+                      rng=np.random.default_rng(1))
+    row, _ = command(tmp_path)
+    assert row.verdict != "not enough data", row.reason
+
+    cola = tmp_path / "cola"
+    plant_progressive(SyntheticStore(cola), "cola", 2000, {0: 0.0, 6: 0.4}, seeds=3)
+    _, words = command(cola)
+    assert words[words.index("--sizes") + 1] == "200", words

@@ -216,7 +216,8 @@ def test_an_address_that_is_not_ray_is_refused_within_30_s(tiny_bert, glue_dir, 
     assert not stored(tmp_path / "results")
 
 
-def test_a_cluster_that_does_not_answer_a_driver_is_an_environment_error_saying_what_to_check():
+def test_a_cluster_that_does_not_answer_a_driver_is_an_environment_error_saying_what_to_check(
+        monkeypatch):
     """A head whose port is open but whose Ray does not answer (hung, stopped, another
     token): one line naming the address, how to check it and how to run elsewhere, as an
     environment failure (exit 1), not advice to pass --gpus-per-trial as if that were the
@@ -227,10 +228,15 @@ def test_a_cluster_that_does_not_answer_a_driver_is_an_environment_error_saying_
         server.bind(("127.0.0.1", 0))
         server.listen()
         address = f"127.0.0.1:{server.getsockname()[1]}"
+        monkeypatch.setenv("RAY_ADDRESS", address)
         with pytest.raises(ClusterError) as refused:
             cluster.ask_cluster(address, timeout_s=3)
+        monkeypatch.delenv("RAY_ADDRESS")  # the address a `ray start` recorded: named so
+        with pytest.raises(ClusterError) as recorded:
+            cluster.ask_cluster(address, timeout_s=3)
+    assert f"{address} (recorded in {cluster.address_file()}) did not" in str(recorded.value)
     message = str(refused.value)
     assert message.startswith(f"the Ray cluster at {address} did not answer a driver (no "
                               "answer in time)"), message
-    assert f"`ray status --address {address}`" in message and "unset it" in message
+    assert f"`ray status --address {address}`" in message and "RAY_ADDRESS=local" in message
     assert "\n" not in message
