@@ -44,16 +44,6 @@ def wide_bert(tmp_path_factory) -> str:
                               heads=4, intermediate=512))
 
 
-def pytest_collection_modifyitems(items):
-    """Under ``-n`` (pytest-xdist, ``--dist loadgroup``) the tests marked ``ray`` run one at
-    a time on one worker, first (the longest chain), while the other workers take the rest:
-    two Ray clusters at once would share the machine's cores with each other."""
-    ray_tests = [item for item in items if item.get_closest_marker("ray") is not None]
-    for item in ray_tests:
-        item.add_marker(pytest.mark.xdist_group("ray"))
-    items[:] = ray_tests + [item for item in items if item.get_closest_marker("ray") is None]
-
-
 @pytest.fixture(autouse=True)
 def _ray_only_where_marked(request, monkeypatch):
     """The ``ray`` marker says which tests start Ray (the suite's parallel tier runs the
@@ -136,3 +126,4 @@ def small_data(tmp_path_factory, glue_dir) -> Path:
     pq.write_table(mnli.slice(9100, 100), root / "mnli" / "validation_mismatched.parquet")
     (root / "glue").symlink_to(glue_dir)
     return root
+

@@ -232,6 +232,7 @@ def test_bench_seed_coverage_smoke_counts_each_contrast_of_each_case(capsys):
     assert float(collapse[6]) < 0.85, collapse
 
 
+@pytest.mark.ray  # its real sweeps start Ray in their own processes
 def test_gpu_checks_smoke_runs_every_check_on_cpu(capsys, tmp_path, glue_dir):
     out = tmp_path / "checks.md"
     assert gpu_checks.main(["--smoke", "--data-dir", str(glue_dir), "--out", str(out)]) == 0
@@ -250,6 +251,7 @@ def test_gpu_checks_smoke_runs_every_check_on_cpu(capsys, tmp_path, glue_dir):
     assert trials == {"1": 2, "0.5": 2}
 
 
+@pytest.mark.ray  # its real sweeps start Ray in their own processes
 def test_gpu_suite_smoke_runs_every_stage_through_the_real_commands(tmp_path, glue_dir):
     """The GPU suite's stages on the CPU: the GPU tests (skipped), the pack step's profile,
     throughput and pack-size invariance, the sub-grid's calibrated dry run set against the
