@@ -40,6 +40,7 @@ def command_costs(commands: Iterable[str]) -> dict[str, str]:
 
     found: dict[str, str] = {}
     devices = None  # where ``auto`` GPUs resolve: asked once, not once a command
+    unanswered = None  # why asking failed (a cluster that did not answer): not asked again
     quiet = logging.getLogger("reinit_tune")
     level, quiet.level = quiet.level, logging.ERROR  # the plan's warnings are the sweep's
     try:
@@ -57,12 +58,12 @@ def command_costs(commands: Iterable[str]) -> dict[str, str]:
                                          if refused.getvalue().strip() else "bad flags") from None
                 model = args.model or family.model
                 if args.gpus_per_trial == AUTO_GPUS:  # as the command would resolve it
-                    if isinstance(devices, Exception):
-                        raise devices  # a cluster that did not answer: asked once only
+                    if unanswered is not None:
+                        raise unanswered
                     try:
                         devices = devices or cluster.resolve_gpus(AUTO_GPUS)
                     except ReinitTuneError as e:
-                        devices = e
+                        unanswered = e
                         raise
                     args.gpus_per_trial = devices.gpus_per_trial
                 estimate, most = Sweep(configs_of(args, family), run_options(args, family),

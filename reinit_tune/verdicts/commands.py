@@ -65,8 +65,8 @@ def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool
     kept = [c for c in claim.statistic.conditions(layers)
             if isinstance(c, Kept) and c.family == "progressive"]
     ks = {c.layers(layers) for c in kept}
-    new_size = (finding.sizes_flag or "").startswith("--sizes")  # no run of any k there
-    if finding.verdict is Verdict.NOT_ENOUGH_DATA and not finding.tasks and not new_size:
+    if finding.verdict is Verdict.NOT_ENOUGH_DATA and not finding.tasks \
+            and not _new_size(finding):  # a new size has no run of any k
         short = {c.layers(layers) for c in kept for g in groups
                  if len(g.cell(c)) < max(claim.n_min, c.min_runs)}
         ks = short or ks  # a new task or size: all
@@ -86,13 +86,18 @@ def _run_flags(group: Group | None, finding: Finding) -> str:
         return ""
     flags = []
     for name, value in group.run:
-        if name == "epochs" and finding.sizes_flag \
-                and not finding.sizes_flag.startswith("--sizes"):
+        if name == "epochs" and finding.sizes_flag and not _new_size(finding):
             continue
         if name in ("lr", "batch_size", "epochs", "max_seq_length"):
             value = f"{float(value):g}"
         flags.append(f"--{name.replace('_', '-')} {value} ")
     return "".join(flags)
+
+
+def _new_size(finding: Finding) -> bool:
+    """Whether the finding asks for runs at a size the store has none of (``--sizes N`` as
+    its own flag), rather than a family's own size flags (the epochs study's)."""
+    return (finding.sizes_flag or "").startswith("--sizes ")
 
 
 def _size_arg(group: Group) -> str:

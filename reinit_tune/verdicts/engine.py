@@ -171,9 +171,8 @@ def _nearest(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow |
     if not near:
         return None
 
-    def runs(g: Group) -> int:
-        return sum(len(v[0]) for v in g.surgeries.values())
-
+    group = max(near, key=lambda g: (sum(len(v[0]) for v in g.surgeries.values()),
+                                     g.examples))  # the most runs, then the largest
     if scope == "sizes":
         ratio = claim.statistic.ratio
         for part in _by(near, lambda g: (g.task, g.protocol)):  # two sizes stored already
@@ -183,7 +182,6 @@ def _nearest(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow |
                 finding = claim.statistic.evaluate(small, large, claim.n_min)
                 if finding.verdict is Verdict.NOT_ENOUGH_DATA:
                     return _row(claim, small, finding, results_dir, large=large)
-        group = max(near, key=lambda g: (runs(g), g.examples))
         other = _other_size(group.examples, ratio, get_task(group.task).train_rows)
         if other is None:
             return None
@@ -192,7 +190,6 @@ def _nearest(claim: Claim, found: list[Group], results_dir: str) -> VerdictRow |
                           f" ({ratio:g}x from the {group.size} group's) for {group.task}")
         finding = dataclasses.replace(finding, sizes_flag=f"--sizes {other}")
     else:
-        group = max(near, key=lambda g: (runs(g), g.examples))
         finding = claim.statistic.evaluate(group, claim.n_min)
     if finding.verdict is not Verdict.NOT_ENOUGH_DATA:
         return None
