@@ -29,7 +29,8 @@ Targets: the worst contrast's coverage >= 0.94 for normal and heavy-tailed diffe
 
 **Collapsed runs, scores known** (``--collapse``): the groups a sweep runs know each run's
 score and its task's majority-class score, so the rule adds the collapse allowance
-(``reinit_tune.inference.collapse.contrast_allowances``) once a run collapsed. Simulated on
+(``reinit_tune.inference.collapse.contrast_allowances``): at small data from the first
+seed (a mode no run has shown), elsewhere once a run collapsed. Simulated on
 scores (W = 0.02, one contrast, a reference at 0.8 that never collapses, a condition whose
 runs collapse with probability p to the majority rate m W below the others), by
 ``GroupState``'s own decision path (``sequential.decide`` with the allowance), against the
@@ -105,14 +106,16 @@ def cell(kind: str, sigma: float, contrasts: int, rule: SeedRule, groups: int,
     return covered.mean(axis=0), float(stop.mean())
 
 
-COLLAPSES = ((0.10, 8), (0.10, 12), (0.10, 24), (0.25, 8), (0.15, 14.5))
+COLLAPSES = ((0.0, 14.5), (0.10, 8), (0.10, 12), (0.10, 24), (0.25, 8), (0.15, 14.5))
+MODES = ("plain", "seen", "small")  # no allowance; once a run collapsed; at small data
 
 
-def collapse_cell(p: float, m: float, sigma: float, rule: SeedRule, groups: int, aware: bool,
+def collapse_cell(p: float, m: float, sigma: float, rule: SeedRule, groups: int, mode: str,
                   rng: np.random.Generator) -> tuple[float, float]:
     """Coverage of the reported interval of a contrast whose condition collapses with
-    probability ``p`` to ``m`` W below, and the mean seeds, with the collapse allowance
-    (``aware``) or without; W = ``rule.target_ci`` in score units."""
+    probability ``p`` to ``m`` W below, and the mean seeds, by ``mode``: without the
+    collapse allowance, with it once a run collapsed, or with it from the first seed (a
+    small-data group, ``collapse.possible``); W = ``rule.target_ci`` in score units."""
     w = rule.target_ci
     majority = 0.8 - m * w
     covered, used = 0, 0
@@ -122,8 +125,9 @@ def collapse_cell(p: float, m: float, sigma: float, rule: SeedRule, groups: int,
         cond = 0.8 + shift + rng.normal(0, sigma * w / 2, rule.max_seeds)
         cond[rng.random(rule.max_seeds) < p] = majority
         for n in range(rule.min_seeds, rule.max_seeds + 1):
-            extra = collapse.contrast_allowances([ref[:n], cond[:n]], majority, "accuracy") \
-                if aware else None
+            extra = collapse.contrast_allowances([ref[:n], cond[:n]], majority, "accuracy",
+                                                 unseen=mode == "small") \
+                if mode != "plain" else None
             decision = decide((cond[:n] - ref[:n])[:, None], rule, extra)
             if decision.closed:
                 break
@@ -137,12 +141,13 @@ def collapse_table(groups: int, rule: SeedRule, rng: np.random.Generator) -> str
     for p, m in COLLAPSES:
         for sigma in (0.5, 1.0):
             row = [f"{100 * p:g}%", f"{m:g} W", f"{sigma:g}"]
-            for aware in (False, True):
-                coverage, seeds = collapse_cell(p, m, sigma, rule, groups, aware, rng)
+            for mode in MODES:
+                coverage, seeds = collapse_cell(p, m, sigma, rule, groups, mode, rng)
                 row += [f"{coverage:.3f}", f"{seeds:.1f}"]
             rows.append(row)
     return common.table(["collapse rate", "below", "σ / W", "coverage (plain rule)",
-                         "mean seeds", "coverage (collapse allowance)", "mean seeds"], rows)
+                         "mean seeds", "allowance once seen", "mean seeds",
+                         "small data (the rule)", "mean seeds"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:

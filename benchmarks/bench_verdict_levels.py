@@ -16,12 +16,16 @@ others (claims.md §0.6; Mosbach et al. 2021: 10-30% of runs on RTE, MRPC and Co
 - **Friedman**: 001-C4 (b), the steps' repeated-measures test at 5%.
 
 A mixture collapses runs in one arm ("one") or in every arm ("every"), each run on its own.
-Under the null of a mixture the arms' means over all runs are equal (the collapsing arm's
-other runs sit higher by rate x gap): the papers' estimand. The F interval's claim is about
-spread, which collapsing one arm changes: only its "every" mixtures are nulls. Each row: the
-false-decision rate as the verdicts decide (a linear contrast widened by the collapse bound
-where its cells show a collapse, ``reinit_tune.inference.collapse``; any other statistic
-left undecided on a mixture), the nominal level, whether that rate stays within nominal +
+The task's majority rate is where collapsed runs sit, else 0.5 (30 sigma below the
+contrasts' cells). Under the null of a mixture the arms' means over all runs are equal
+(the collapsing arm's other runs sit higher by rate x gap): the papers' estimand. The F
+interval's claim is about spread, which collapsing one arm changes: only its "every"
+mixtures are nulls. Each row: the
+false-decision rate as the verdicts decide (``reinit_tune.inference.collapse``: at small
+data, ``--examples`` 500 by default, a linear contrast widened by the collapse bound for
+every cell that trains, a mode no run has shown included, and any other statistic left
+undecided on a mixture or below 29 runs a cell; above, the bound only where a collapse
+shows), the nominal level, whether that rate stays within nominal +
 2 SE, the plain test's false-decision rate, and the verdicts' power at the effect.
 
     python -m benchmarks.bench_verdict_levels                  # 400 stores a cell, ~25 min
@@ -68,7 +72,7 @@ def runs(rng, n: int, mean: float, noise: str, rate: float, gap: float, collapse
 
 
 def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, gap: float,
-              where: str) -> tuple[bool, bool]:
+              where: str, examples: int = 500) -> tuple[bool, bool]:
     """Whether one simulated store is decided on the claimed side: by the plain test, and
     as the verdicts decide (a linear contrast with the collapse bound where collapse is a
     mode of its cells; any other statistic not at all on a mixture)."""
@@ -93,17 +97,21 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
         levels.append((values, level))
         return values
 
-    def mixed() -> bool:  # what the verdicts mark: some runs collapsed, the cell trains
-        return any(collapse.count("", v, level, "accuracy").mixed for v, level in levels
-                   if math.isfinite(level))
+    def majority() -> float:  # the task's: where collapsed runs sit, else MAJORITY
+        return max((level for _, level in levels), default=-math.inf) \
+            if any(math.isfinite(level) for _, level in levels) else MAJORITY
+
+    def mixed() -> bool:  # what the verdicts withhold (engine._unbounded_mixture)
+        cells = [collapse.count("", v, majority(), "accuracy") for v, _ in levels]
+        return collapse.unbounded_at(cells, collapse.possible(examples, majority())) \
+            is not None
 
     def bounded(interval, weights) -> Verdict:  # the verdicts' collapse bound (lin)
-        majority = max((level for _, level in levels), default=-math.inf)
-        if not math.isfinite(majority) or not collapse.collapses_in(
-                [v for v, _ in levels], majority, "accuracy"):
+        if not (collapse.possible(examples, majority()) or collapse.collapses_in(
+                [v for v, _ in levels], majority(), "accuracy")):
             return directional(interval)
         return directional(collapse.bound(
-            interval, [(v, w, majority) for (v, _), w in zip(levels, weights, strict=True)],
+            interval, [(v, w, majority()) for (v, _), w in zip(levels, weights, strict=True)],
             "accuracy"))
 
     base = 0.8
@@ -167,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, nargs="+", default=[3, 5, 10], help="runs per cell")
     p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
     p.add_argument("--smoke", action="store_true", help="two noises, n = 5: the code path")
+    p.add_argument("--examples", type=int, default=500,
+                   help="the stores' train size: at most 10,000 (small data) the verdicts "
+                        "allow for a collapse mode no run has shown")
     args = p.parse_args(argv)
     noises = NOISES[:3] if args.smoke else NOISES
     if args.smoke:
@@ -183,9 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             for n in args.n:
                 rng = np.random.default_rng([KINDS.index(kind), n, int(100 * rate), gap,
                                              len(where), len(noise)])
-                null = [one_store(kind, rng, n, 0.0, noise, rate, gap, where)
+                null = [one_store(kind, rng, n, 0.0, noise, rate, gap, where, args.examples)
                         for _ in range(args.stores)]
-                power = [one_store(kind, rng, n, 3.0, noise, rate, gap, where)[1]
+                power = [one_store(kind, rng, n, 3.0, noise, rate, gap, where, args.examples)[1]
                          for _ in range(args.stores)]
                 false = float(np.mean([d for _, d in null]))
                 plain = float(np.mean([d for d, _ in null]))

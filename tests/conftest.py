@@ -127,3 +127,12 @@ def small_data(tmp_path_factory, glue_dir) -> Path:
     (root / "glue").symlink_to(glue_dir)
     return root
 
+
+
+@pytest.fixture
+def seen_collapses_only(monkeypatch):
+    """Verdicts and seeds on demand without the bound for a collapse mode no run has shown
+    (``collapse.possible`` false everywhere): for tests of a claim's own logic at a few seeds
+    on small data, where that bound alone would leave every contrast undecided. The bound
+    itself is tested in tests/verdicts/test_engine.py and tests/sweep/test_seeds.py."""
+    monkeypatch.setattr("reinit_tune.inference.collapse.SMALL_DATA", 0)

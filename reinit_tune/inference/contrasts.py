@@ -92,14 +92,18 @@ def seeds_to_decide(interval: Interval, boundary: float = 0.0,
                     limit: int = 10_000) -> int | None:
     """Runs per cell at which ``interval`` would exclude ``boundary``, if the spread and the
     estimate stayed as observed: the smallest n with t(n−1) · se · √(n_now / n) below
-    |estimate − boundary|. An estimate, not a promise. None where no n up to ``limit``
-    would do (the estimate sits on the boundary) or the interval is undefined."""
+    |estimate − boundary|, ``se`` read off the interval's side that faces the boundary. An
+    estimate, not a promise. None where no n up to ``limit`` would do (the estimate sits on
+    the boundary) or the interval is undefined."""
     distance = abs(interval.estimate - boundary)
     if not interval.defined or interval.df is None or distance == 0 or interval.n_min < 2:
         return None
     now = interval.n_min
     quantile = float(stats.t.ppf(0.5 + interval.level / 2, interval.df))
-    se = interval.half_width / quantile
+    # the side that faces the boundary: a collapse bound widens one side more than the other
+    side = interval.estimate - interval.low if boundary < interval.estimate \
+        else interval.high - interval.estimate
+    se = side / quantile
     if se == 0:
         return now
     for n in range(2, limit + 1):

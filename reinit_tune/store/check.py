@@ -1,6 +1,7 @@
 """Checking a store: the files every reader skips (unreadable, another program's), the rows
-it skips as malformed, and trials stored "ok" whose epoch rows are lost or missing;
-``reinit-tune store check`` prints what ``check_store`` finds."""
+it skips as malformed, trials stored "ok" whose epoch rows are lost or missing, and trials
+stored ok with different scores in two files; ``reinit-tune store check`` prints what
+``check_store`` finds."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from reinit_tune.metrics import metric_range
@@ -44,11 +46,15 @@ class StoreCheck:
     # trials stored ok after training epochs whose epoch rows are not in the store at all
     # (their file deleted or never synced): the epoch figures and verdicts lack them
     missing_epochs: list[str] = dataclasses.field(default_factory=list)
+    # trials stored ok with different scores in two or more files (a compacted file restored
+    # from a backup, two stores copied into one): the kept row and the others, per trial
+    disagreeing: list[Disagreement] = dataclasses.field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         return not (self.unreadable or self.foreign or self.malformed or self.lost_epochs
-                    or self.damaged or self.scores or self.strays or self.missing_epochs)
+                    or self.damaged or self.scores or self.strays or self.missing_epochs
+                    or self.disagreeing)
 
     def __str__(self) -> str:
         lines = [self.scores] if self.scores else []
@@ -77,8 +83,62 @@ class StoreCheck:
                        "synced): restore the file; until then the epoch figures and "
                        "verdicts leave it out"
                        for t in self.missing_epochs], "trials without epoch rows")
+        lines += _few([str(d) for d in self.disagreeing], "trials whose ok rows disagree")
         lines.append("store is clean" if self.clean else "store has problems (above)")
         return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class Disagreement:
+    """A trial stored ok with different scores in several files: ``rows`` are (file,
+    score) in the readers' precedence, the first the row every reader takes."""
+
+    trial_id: str
+    rows: tuple[tuple[str, float], ...]
+
+    def __str__(self) -> str:
+        (kept, score), others = self.rows[0], self.rows[1:]
+        return (f"trial {self.trial_id} is stored ok with different scores: {score:.6g} in "
+                f"{Path(kept).name} (what every reader takes), "
+                + ", ".join(f"{s:.6g} in {Path(p).name}" for p, s in others)
+                + " (a compacted file restored from a backup, or two stores copied into "
+                "one? keep the file of the run you mean and move the other away)")
+
+
+def disagreeing(results_dir: str | os.PathLike) -> list[Disagreement]:
+    """The trials stored ok with different scores in two or more files of the trials
+    table, in the readers' precedence (per-trial file, then compacted files newest
+    first). A row superseded by another status (an error then a rerun) is no
+    disagreement: the readers' rule decides it, and that is the store's history."""
+    folder = Path(results_dir) / TRIALS
+    small, compacted = listing(folder)
+    rank = {p: i for i, p in enumerate([*small, *reversed(compacted)])}
+    where: dict[str, list[str]] = {}
+    for path in small:  # a per-trial file holds the trial it is named by (strays aside)
+        where.setdefault(Path(path).stem, []).append(path)
+    for path in reversed(compacted):
+        with contextlib.suppress(OSError, pa.ArrowException):
+            for key in pq.read_table(path, columns=["trial_id"])["trial_id"].to_pylist():
+                where.setdefault(key, []).append(path)
+    shared = {k: paths for k, paths in where.items() if len(paths) > 1}
+    if not shared:
+        return []
+    scores: dict[tuple[str, str], float] = {}
+    for path in dict.fromkeys(p for paths in shared.values() for p in paths):
+        wanted = [k for k, paths in shared.items() if path in paths]
+        with contextlib.suppress(OSError, pa.ArrowException, KeyError):
+            rows = pq.read_table(path, columns=["trial_id", "status", "score"],
+                                 filters=[("trial_id", "in", wanted)]).to_pylist()
+            for row in rows:
+                if row["status"] == "ok" and row["score"] is not None:
+                    scores[path, row["trial_id"]] = float(row["score"])
+    out = []
+    for key, paths in sorted(shared.items()):
+        rows = tuple((p, scores[p, key]) for p in sorted(paths, key=rank.__getitem__)
+                     if (p, key) in scores)
+        if len({round(s, 12) for _, s in rows}) > 1:
+            out.append(Disagreement(key, rows))
+    return out
 
 
 def _held(path: Path) -> str:
@@ -118,7 +178,8 @@ def check_store(results_dir: str | os.PathLike) -> StoreCheck:
     missing = sorted((set(trained) & set(keys[TRIALS])) - set(keys[EPOCHS]) - lost)
     return StoreCheck(problems.unreadable, problems.foreign, problems.malformed,
                       sorted(lost), files, damaged_files(root),
-                      ignored, bad_scores(ok), sorted(set(problems.strays)), missing)
+                      ignored, bad_scores(ok), sorted(set(problems.strays)), missing,
+                      disagreeing(root))
 
 
 def _footers(results_dir: str | os.PathLike, tables: tuple[str, ...]) -> Problems:

@@ -24,7 +24,6 @@ finish before it decides on the next one.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -77,34 +76,24 @@ class SeedGroup:
         return len(self.conditions) - 1
 
 
-# the least share of collapsed runs Mosbach et al. (2021, §4) report at small data (10-30%)
-UNSEEN_RATE = 0.10
-UNSEEN_MISS = 0.05  # how often a group may stop before such a collapse mode showed
-
-
-def seeds_to_show(rate: float = UNSEEN_RATE, miss: float = UNSEEN_MISS) -> int:
-    """The seeds after which a condition's collapse mode at ``rate`` has shown at least once
-    with probability ``1 - miss``: ``(1 - rate)^n <= miss``."""
-    return math.ceil(math.log(miss) / math.log(1 - rate))
-
-
 def unseen_collapse_note(groups: Iterable[SeedGroup], rule: SeedRule) -> str | None:
-    """What a plan of small-data groups that may stop at ``rule.min_seeds`` risks: stopping
-    before a collapse mode showed (then no collapse allowance widens its interval, and the
-    interval misses the mean over all runs by rate x gap); None where nothing is at risk."""
+    """What seeds on demand costs in a plan's small-data groups: each allows for a collapse
+    mode no run has shown (``collapse.possible``), so it closes only once the rate its runs
+    leave possible, times its gap to the majority score, fits within ``--target-ci`` too;
+    the seeds that takes at two gaps. None where no group is small."""
     small = [g for g in groups if g.small]
-    need = seeds_to_show()
-    if not small or rule.min_seeds >= need:
+    if not small:
         return None
-    missed = (1 - UNSEEN_RATE) ** rule.min_seeds
+    need = {gap: collapse.unseen_seeds(gap, rule.target_ci) for gap in (0.1, 0.3)}
+    cost = ", ".join(f"a gap of {gap:g} at least {n} seeds" + (
+        f" (beyond --max-seeds {rule.max_seeds}: that group reports the wider interval)"
+        if n > rule.max_seeds else "") for gap, n in need.items())
     return (f"seeds on demand: small data (at most {SMALL_DATA:,} examples) in "
             f"{counted(len(small), 'group')}, where 10-30% of runs can collapse to the "
-            "majority class (Mosbach et al. 2021); a group that stops at --min-seeds "
-            f"{rule.min_seeds} has not seen a {100 * UNSEEN_RATE:g}% collapse mode of a "
-            f"condition with probability {missed:.2f}, and its interval then misses the mean "
-            f"over all runs by rate x gap. --min-seeds {need} makes that "
-            f"{100 * UNSEEN_MISS:g}% (a group that sees a collapse runs on until the rates "
-            "its runs leave possible fit within --target-ci)")
+            "majority class (Mosbach et al. 2021): each group's intervals allow for a collapse "
+            "mode its runs have not shown (0 of n runs leaves up to 1 - 0.025^(1/n)), so it "
+            "closes once that rate times its gap to the majority score fits within "
+            f"--target-ci {rule.target_ci:g} too: {cost}")
 
 
 def group_and_seed(groups: Iterable[SeedGroup]) -> Callable[[TrialConfig], tuple | None]:
@@ -203,12 +192,14 @@ class GroupState:
 
     def allowance(self, n: int) -> np.ndarray | None:
         """Per contrast, how far the collapse rates the first ``n`` seeds' runs leave possible
-        could move it (``collapse.contrast_allowances``); None where none collapsed."""
+        could move it (``collapse.contrast_allowances``; at small data whether or not a run
+        collapsed); None where none may."""
         if self.majority is None or n < 1:
             return None
         return collapse.contrast_allowances(
             [np.array([self.scores[s[c]] for s in self.group.trials[:n]])
-             for c in self.group.conditions], self.majority, self.group.metric)
+             for c in self.group.conditions], self.majority, self.group.metric,
+            unseen=self.group.small)
 
     def complete(self) -> int:
         """Seeds 0..n-1 with every condition scored."""

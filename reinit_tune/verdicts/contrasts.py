@@ -78,6 +78,7 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
     weights: dict[str, float] = {}
     minimum: dict[str, int] = {}
     chance: dict[str, float | None] = {}
+    owner: dict[str, Group] = {}
     family = None
     for group, group_terms in zip(groups, terms, strict=True):
         for condition, weight in group_terms:
@@ -87,6 +88,7 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
             weights[name] = weights.get(name, 0.0) + weight
             minimum[name] = condition.min_runs
             chance[name] = group.chance
+            owner[name] = group
             family = family or condition.family
     missing = _missing(cells, n_min, minimum)
     if missing:
@@ -97,14 +99,24 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
         short = [c for c, n in runs if n < max(n_min, c.min_runs)]
         return None, missing, (empty or short)[0].family
     interval = _contrast(groups, terms, cells, weights, n_min, level)
-    # collapse is a mode where a surgery of a group shows one, or a cell read here does (a
-    # permuted cell's orders, one run each, show it only together)
-    if any(_collapses(g) for g in groups) or collapse.collapses_in(
-            [c.to_numpy() for c in cells.values()], groups[0].chance, groups[0].metric):
+    # a cell is bounded where its group may collapse: a surgery of it shows a collapse, or
+    # it is small data (a mode no run has shown); a cell read here that shows one (a
+    # permuted cell's orders, one run each, show it only together) bounds every cell
+    shown = collapse.collapses_in([c.to_numpy() for c in cells.values()], groups[0].chance,
+                                  groups[0].metric)
+    bounded = [name for name in cells if shown or _at_risk(owner[name])]
+    if bounded:
         interval = collapse.bound(interval, [(cells[name].to_numpy(), weights[name],
-                                              chance[name]) for name in cells],
+                                              chance[name]) for name in bounded],
                                   groups[0].metric)
     return interval, (), family
+
+
+def _at_risk(group: Group) -> bool:
+    """Whether a collapse mode may move ``group``'s cells: one shows in it, or one may exist
+    unseen (``collapse.possible``)."""
+    return _collapses(group) or (collapse.possible(group.examples, group.chance)
+                                 and group.experiments != {"probing"})
 
 
 def _collapses(group: Group) -> bool:

@@ -366,8 +366,12 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
          published_value: float | None = None, probe: Group | None = None,
          tasks: tuple[str, ...] | None = None) -> VerdictRow:
     finding = _spreadless(finding)
-    counted = _collapses(claim, [g for g in (group, large, pair) if g is not None])
-    refused = _unbounded_mixture(finding, counted)
+    compared = [g for g in (group, large, pair) if g is not None]
+    counted = _collapses(claim, compared)
+    # a probe is a linear classifier on frozen features, not a finetuning run: no unseen mode
+    refused = _unbounded_mixture(finding, counted, unseen=any(
+        collapse.possible(g.examples, g.chance) and g.experiments != {"probing"}
+        for g in compared))
     refused, finding = refused is not finding, refused
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value
@@ -402,12 +406,16 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     bounded = interval is not None and interval.method.endswith(collapse.BOUND)
     if bounded:
         n = interval.n_min
+        seen = any(c.mixed for c in counted)
+        allows = ("the interval allows for every collapse rate its cells' runs leave "
+                  "possible" + ("" if seen else
+                                f", a mode none has shown included (0 of {n} leaves up to "
+                                f"{100 * collapse.rate_interval(0, n)[1]:.0f}% at small "
+                                "data)") + " (95% Clopper-Pearson; claims.md §0.6)")
         reason = (reason + "; " if reason else "") + (
-            "the interval allows for every collapse rate its cells' runs leave possible "
-            "(95% Clopper-Pearson; claims.md §0.6)" if finding.verdict in DECIDED else
-            f"not decidable at n = {n} with collapsed runs: the interval allows for every "
-            "collapse rate its cells' runs leave possible (95% Clopper-Pearson; claims.md "
-            "§0.6)")
+            allows if finding.verdict in DECIDED else
+            f"not decidable at n = {n} {'with collapsed runs' if seen else 'at small data'}: "
+            + allows)
     if seeds is not None:
         reason = (reason + "; " if reason else "") + (
             f"about {seeds} seeds per cell would decide it at the observed spread "
@@ -466,21 +474,34 @@ def _collapses(claim: Claim, compared: list[Group]) -> list[collapse.CellCollaps
     return list({c.cell: c for c in out}.values())
 
 
-def _unbounded_mixture(finding: Finding, counted: list[collapse.CellCollapse]) -> Finding:
+def _unbounded_mixture(finding: Finding, counted: list[collapse.CellCollapse],
+                       unseen: bool = False) -> Finding:
     """A decision on cells that mix collapsed and trained runs by a statistic the collapse
     bound does not cover (a bootstrap, an F ratio, Holm's p values, a correlation): those
     tests do not hold their level on such a mixture (``benchmarks/bench_verdict_levels``),
-    so the row is not decided and says so."""
-    mixed = collapse.mixed_cells(counted)
+    so the row is not decided and says so. Where a mode no run has shown may exist
+    (``unseen``: small data), the same holds until every cell that trains has
+    ``collapse.seeds_to_show()`` runs (a 10% mode then shows with probability 0.95)."""
     interval = finding.interval
-    if not mixed or finding.verdict not in DECIDED or (
+    if finding.verdict not in DECIDED or (
             interval is not None and interval.method.endswith(collapse.BOUND)):
         return finding
     method = interval.method if interval is not None else "its test"
-    n = min(c.runs for c in mixed)
-    why = (f"not decidable at n = {n} with collapsed runs: {method} does not hold its level "
-           f"on cells that mix collapsed and trained runs ({finding.verdict} before this; "
-           "claims.md §0.6)")
+    n = collapse.unbounded_at(counted, unseen)
+    if n is None:
+        return finding
+    if collapse.mixed_cells(counted):
+        why = (f"not decidable at n = {n} with collapsed runs: {method} does not hold its "
+               f"level on cells that mix collapsed and trained runs ({finding.verdict} "
+               "before this; claims.md §0.6)")
+    else:
+        upper = collapse.rate_interval(0, n)[1]
+        why = (f"not decidable at n = {n} at small data: a collapse mode none of the runs "
+               f"has shown may exist (0 of {n} leaves up to {100 * upper:.0f}%), and {method} "
+               f"does not hold its level on such a mixture ({finding.verdict} before this); "
+               f"{collapse.seeds_to_show()} runs per cell would show a "
+               f"{100 * collapse.UNSEEN_RATE:g}% mode with probability "
+               f"{1 - collapse.UNSEEN_MISS:g} (claims.md §0.6)")
     return dataclasses.replace(finding, verdict=Verdict.INCONCLUSIVE, family=None,
                                undecided=None, reason=f"{finding.reason}; {why}"
                                if finding.reason else why)

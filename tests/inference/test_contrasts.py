@@ -84,6 +84,23 @@ def test_seeds_to_decide_reaches_the_boundary_it_predicts():
     assert stats.t.ppf(0.975, n - 2) * se1 / math.sqrt(n - 1) >= abs(interval.estimate)
 
 
+def test_seeds_to_decide_reads_the_side_that_faces_the_boundary():
+    """A collapse bound widens an interval's lower side more: [-0.007, +0.126] around
+    +0.070 is 0.077 from its estimate toward 0, so at ten runs it does not decide (the mean
+    half-width, 0.0665, would say it does)."""
+    import dataclasses
+
+    a = RNG.normal(0.07, 0.01, 10)
+    plain = paired_contrast(np.column_stack([a, np.zeros(10)]), [1, -1])
+    bounded = dataclasses.replace(plain, estimate=0.070, low=-0.007, high=0.126,
+                                  method="paired t + collapse bound")
+    n = seeds_to_decide(bounded)
+    se1 = 0.077 / stats.t.ppf(0.975, plain.df) * math.sqrt(10)
+    assert n > 10
+    assert stats.t.ppf(0.975, n - 1) * se1 / math.sqrt(n) < 0.070
+    assert stats.t.ppf(0.975, n - 2) * se1 / math.sqrt(n - 1) >= 0.070
+
+
 def test_stein_two_stage_count():
     first = np.array([0.1, 0.3, 0.2, 0.25, 0.15])
     n = stein_seeds(first, 0.05)

@@ -190,3 +190,41 @@ def test_a_read_only_store_is_one_line_for_compact_and_for_a_sweep(tmp_path, cap
         assert "Traceback" not in out
     finally:
         subprocess.run(["chattr", "-i", *map(str, folders)], check=True)
+
+
+def test_a_trial_stored_ok_with_two_scores_is_named_and_the_check_fails(tmp_path, capsys,
+                                                                          write, fill):
+    """A compacted file restored from a backup beside the current one, one trial's score in
+    it different: `store check` names the trial, both scores and files (the kept one
+    first, as every reader takes it) and exits 1; the same trial first stored as an error
+    and then rerun ok is the store's history, not a disagreement."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from reinit_tune.store.files import compacted_name
+    from tests.helpers import cli
+
+    configs = fill(tmp_path, 4)
+    write(tmp_path, configs[3], status="error", epochs=0)
+    cli(capsys, "store", "compact", "--results", str(tmp_path))
+    write(tmp_path, configs[3])  # the rerun, per-trial beside the compacted error row
+    assert store.check_store(tmp_path).clean
+    (current,) = (tmp_path / "trials").glob("compacted-*.parquet")
+    table = pq.read_table(current)
+    changed = configs[1].trial_id
+    scores = [s + 0.25 if t == changed else s
+              for t, s in zip(table["trial_id"].to_pylist(), table["score"].to_pylist(),
+                              strict=True)]
+    older = tmp_path / "trials" / compacted_name(1, table.num_rows)  # stamped before it
+    pq.write_table(table.set_column(table.schema.get_field_index("score"), "score",
+                                    pa.array(scores, table.schema.field("score").type)),
+                   older)
+    kept = store.load_trials(tmp_path).set_index("trial_id").loc[changed, "score"]
+    check = store.check_store(tmp_path)
+    assert [d.trial_id for d in check.disagreeing] == [changed] and not check.clean
+    assert check.disagreeing[0].rows[0] == (str(current), pytest.approx(kept))
+    code, out = cli(capsys, "store", "check", "--results", str(tmp_path))
+    assert code == 1, out
+    assert f"trial {changed} is stored ok with different scores: {kept:.6g} in " \
+           f"{current.name} (what every reader takes), {kept + 0.25:.6g} in {older.name}" \
+           in out, out

@@ -190,18 +190,31 @@ def _collapsing(groups, rate: float, seed: int = 3) -> dict[str, float]:
 
 
 def test_a_group_where_runs_collapse_stops_only_once_unseen_rates_fit_the_target():
-    """The same quiet RTE group, once without collapses and once with a run at the
-    majority rate: without, it stops at --min-seeds; with, the rates its runs leave
-    possible (Clopper-Pearson) times the gap to the majority rate must fit within
-    --target-ci as well, so it runs on (reason: the collapse rates), and a searcher
+    """A quiet RTE group at 200 examples (small data), once without collapses and once with
+    a run at the majority rate. Without, it still allows for a mode no run has shown: the
+    upper limit of 0 of n (Clopper-Pearson) times each cell's gap to the majority rate must
+    fit within --target-ci, so it stops at the first n where that does, not at
+    --min-seeds. With one, the rates its runs leave possible (upper limit less 1/n) times
+    the gap must fit as well, so it runs on (reason: the collapse rates), and a searcher
     rebuilt from the store decides the same."""
+    from statsmodels.stats.proportion import proportion_confint
+
     rule = SeedRule(0.05, min_seeds=3, max_seeds=40)
     groups = groups_of(families.get("progressive").configs(
         grid(tasks=("rte",), seeds=rule.max_seeds)), rule, "progressive")
+    assert groups[0].small
     calm = Simulated(groups, _collapsing(groups, 0.0), majority=0.527, rule=rule)
     assert calm.run(calm.searcher())
-    assert seeds_stored(groups, calm.stored) == {"rte": rule.min_seeds}
+    quiet = seeds_stored(groups, calm.stored)["rte"]
+    # 0 of n moves a cell's mean only down, by the upper limit times its gap: a contrast
+    # down by its condition's, up by its reference's; the widest is the largest gap
     scores = _collapsing(groups, 0.0)
+    conditions = sorted(groups[0].trials[0], key=repr)
+    widest = max(np.mean([scores[s[c]] for s in groups[0].trials[:quiet]]) - 0.527
+                 for c in conditions)
+    unseen = [m for m in range(2, 41)
+              if proportion_confint(0, m, 0.05, "beta")[1] * widest < rule.target_ci]
+    assert quiet >= unseen[0] > rule.min_seeds + 3, (quiet, unseen[0])
     first = next(t for c, t in sorted(groups[0].trials[0].items(), key=repr)
                  if c != REFERENCE)
     scores[first] = 0.527  # seed 0's first reinitialized run collapsed
@@ -209,8 +222,6 @@ def test_a_group_where_runs_collapse_stops_only_once_unseen_rates_fit_the_target
     searcher = hit.searcher()
     assert hit.run(searcher)
     n = seeds_stored(groups, hit.stored)["rte"]
-    from statsmodels.stats.proportion import proportion_confint
-
     # one collapse in n runs: its upper limit less 1/n, times the gap (~0.13), is under
     # --target-ci only from n on, and the t part of the interval is tiny
     gap = 0.66 - 0.527
@@ -229,7 +240,7 @@ def test_a_group_where_runs_collapse_stops_only_once_unseen_rates_fit_the_target
     # without its task's majority-class score a group cannot tell a collapse: plain rule
     blind = Simulated(groups, scores, rule=rule)
     assert blind.run(blind.searcher())
-    assert seeds_stored(groups, blind.stored)["rte"] < n
+    assert seeds_stored(groups, blind.stored)["rte"] < quiet
 
 
 def test_the_families_that_declare_contrasts_are_the_on_demand_ones():
@@ -239,23 +250,28 @@ def test_the_families_that_declare_contrasts_are_the_on_demand_ones():
     assert declared == set(ON_DEMAND_FAMILIES)
 
 
-def test_small_data_groups_are_told_how_many_seeds_show_a_collapse_mode(capsys, tmp_path,
-                                                                        tiny_bert):
-    """A --seeds auto plan of groups at 200 examples (small data) that may stop at
-    --min-seeds 3 says it can stop before a 10% collapse mode shows (0.9^3 = 0.73) and
-    names --min-seeds 29 ((0.9)^29 < 5% <= 0.9^28); at 29 nothing is said, nor for a plan at
-    the full 67k SST-2 split."""
-    from reinit_tune.sweep.seeds import seeds_to_show, unseen_collapse_note
+def test_small_data_groups_are_told_what_an_unseen_collapse_mode_costs(capsys, tmp_path,
+                                                                       tiny_bert):
+    """A --seeds auto plan of groups at 200 examples (small data) says each allows for a
+    collapse mode its runs have not shown, and what that costs: the fewest seeds at which
+    0 of n leaves a rate (Clopper-Pearson upper limit) that, times a gap of 0.1 or 0.3 to
+    the majority score, fits --target-ci; a plan at the full 67k SST-2 split says nothing."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    from reinit_tune.inference.collapse import seeds_to_show, unseen_seeds
+    from reinit_tune.sweep.seeds import unseen_collapse_note
     from tests.helpers import cli
 
     assert seeds_to_show() == 29 and 0.9**29 <= 0.05 < 0.9**28
+    for gap, width in ((0.1, 0.02), (0.3, 0.02), (0.13, 0.05)):
+        n = unseen_seeds(gap, width)
+        upper = [proportion_confint(0, m, 0.05, "beta")[1] for m in (n - 1, n)]
+        assert upper[1] * gap <= width < upper[0] * gap, (gap, width, n)
     small = groups_of(families.get("progressive").configs(grid()), RULE, "progressive")
     assert all(g.small for g in small)
     note = unseen_collapse_note(small, RULE)
     assert "small data (at most 10,000 examples) in 3 groups" in note
-    assert "probability 0.73" in note
-    assert "--min-seeds 29 makes that 5%" in note
-    assert unseen_collapse_note(small, SeedRule(0.02, min_seeds=29, max_seeds=40)) is None
+    assert f"a gap of 0.1 at least {unseen_seeds(0.1, RULE.target_ci)} seeds" in note
     full = groups_of(families.get("progressive").configs(grid(tasks=("sst2",), sizes=(None,))),
                      RULE, "progressive")
     assert not any(g.small for g in full) and unseen_collapse_note(full, RULE) is None
@@ -265,3 +281,4 @@ def test_small_data_groups_are_told_how_many_seeds_show_a_collapse_mode(capsys, 
                     "--dry-run")
     assert code == 0, out
     assert "small data (at most 10,000 examples) in 1 group," in out, out
+    assert "beyond --max-seeds 5: that group reports the wider interval" in out, out

@@ -150,6 +150,7 @@ def test_a_seed_missing_a_head_is_left_out_of_the_layer_mean(tmp_path):
     assert row.n_min == 3  # seed 7 ran one head of four: not a layer mean
 
 
+@pytest.mark.usefixtures("seen_collapses_only")
 # -- 001-C9: MRPC, every suffix reinitialized scores what the majority predictor scores -----
 @pytest.mark.parametrize("top,want", [(0.748, "supported"), (0.80, "contradicted")])
 def test_001_c9(tmp_path, top, want):
@@ -277,6 +278,7 @@ def _cola_12(synth, curve: dict, reinit_first: float, reinit_second: float):
 JUMP = {k: 0.0 for k in range(10)} | {10: 0.5, 11: 0.52, 12: 0.55}
 
 
+@pytest.mark.usefixtures("seen_collapses_only")
 @pytest.mark.parametrize("curve,first,want", [
     (JUMP, 0.55, "supported"),
     ({k: 0.05 * k for k in range(13)}, 0.55, "contradicted"),  # no jump: a straight line

@@ -618,6 +618,7 @@ def test_a_task_set_short_of_a_task_commands_that_task_and_all_of_its_cells(tmp_
     assert row.verdict == NED and " --tasks qnli cola " in row.command, row.command
 
 
+@pytest.mark.usefixtures("seen_collapses_only")
 def test_every_layer_shows_the_layer_whose_interval_decides(tmp_path):
     """003-C17 on the committed MiniLM store: contradicted by one layer's lower bound above
     0, and that interval is the one shown (Bonferroni over the 6 layers)."""
@@ -640,6 +641,7 @@ def test_a_curve_gap_under_five_seeds_is_the_delta_method_marked_low_n(tmp_path)
     assert row.verdict == "inconclusive" and row.ci_low < 0.1 < row.ci_high
 
 
+@pytest.mark.usefixtures("seen_collapses_only")
 def test_a_decided_row_carries_its_claims_caveat_and_an_undecided_one_none(tmp_path):
     from pathlib import Path
 
@@ -650,6 +652,7 @@ def test_a_decided_row_carries_its_claims_caveat_and_an_undecided_one_none(tmp_p
     assert all(r.caveat == "" for r in rows if r.claim == "000-C4")
 
 
+@pytest.mark.usefixtures("seen_collapses_only")
 def test_a_share_under_five_seeds_is_marked_low_n(tmp_path):
     from pathlib import Path
 
@@ -752,7 +755,7 @@ def test_collapsed_runs_are_counted_per_cell_with_their_exact_interval(tmp_path)
     assert "test: paired t + collapse bound" in shown and "2 of 10 runs collapsed" in shown
 
 
-def _mixture_store(root, collapsed_seeds=(3, 7), q=0.75, seeds=10):
+def _mixture_store(root, collapsed_seeds=(3, 7), q=0.75, seeds=10, size=50_000):
     """RTE progressive runs k = 0 (at chance), 2 and 6; the k = 2 runs of
     ``collapsed_seeds`` collapsed to the majority rate. Returns k -> per-seed scores."""
     synth = SyntheticStore(root)
@@ -763,7 +766,7 @@ def _mixture_store(root, collapsed_seeds=(3, 7), q=0.75, seeds=10):
             score = mean + rng.normal(0, 0.005)
             if k == 2 and seed in collapsed_seeds:
                 score = 0.509
-            synth.add("progressive", "rte", score, seed=seed, train_size=50_000,
+            synth.add("progressive", "rte", score, seed=seed, train_size=size,
                       reinit_layers=range(k, 6), num_layers=6, majority=0.509)
             scores[k].append(score)
     return {k: np.array(v) for k, v in scores.items()}
@@ -812,6 +815,56 @@ def test_a_group_where_runs_collapse_bounds_cells_that_showed_none(tmp_path):
     assert row.ci_low < plain.ci_low and row.ci_high > plain.ci_high
     assert row.collapsed == () or all("0 of" in c or "at chance" in c for c in row.collapsed)
     del scores
+
+
+def test_at_small_data_a_mode_no_run_showed_bounds_every_cell_that_trains(tmp_path):
+    """003-C1 on RTE at 500 examples (small data),
+    ten seeds, no run collapsed. A collapse mode of k = 2 none of its ten runs showed would
+    lower its mean over all runs by up to the upper limit of 0 of 10 (31%) times its gap to
+    the majority rate; k = 6's would raise the contrast by half that of its own gap; the
+    cell at chance is left as it is. The interval is the paired t widened so (recomputed
+    with statsmodels), the row says so and is not decided; the same runs at 50,000
+    examples get the plain paired t and are decided."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    scores = _mixture_store(tmp_path, collapsed_seeds=(), q=0.75, size=500)
+    row = one(verdicts(tmp_path, "003-C1"), "rte")
+    est, low, high = paired_t(scores[2] - 0.5 * scores[0] - 0.5 * scores[6])
+    _, upper = proportion_confint(0, 10, alpha=0.05, method="beta")
+    want = (est, low - upper * (scores[2].mean() - 0.509),
+            high + 0.5 * upper * (scores[6].mean() - 0.509))
+    assert (row.estimate, row.ci_low, row.ci_high) == pytest.approx(want)
+    assert row.method == "paired t + collapse bound"
+    assert [c for c in row.collapsed if "at chance" not in c] == []
+    assert row.verdict == "inconclusive"
+    assert "not decidable at n = 10 at small data" in row.reason
+    assert "a mode none has shown included (0 of 10 leaves up to 31% at small data)" \
+        in row.reason
+    large = tmp_path / "large"
+    _mixture_store(large, collapsed_seeds=(), q=0.75)
+    plain = one(verdicts(large, "003-C1"), "rte")
+    assert plain.method == "paired t" and plain.verdict == "supported"
+    assert (plain.ci_low, plain.ci_high) == pytest.approx((low, high))
+
+
+def test_at_small_data_an_unbounded_test_waits_for_runs_that_would_show_a_mode(tmp_path):
+    """A statistic the bound does not cover, at small data with no run collapsed: decided
+    only once every cell that trains has 29 runs (a 10% mode then shows with probability
+    0.95); below, "not decidable at n = .. at small data" naming the runs that would do."""
+    from reinit_tune.inference import Interval, Verdict, collapse
+    from reinit_tune.verdicts.engine import _unbounded_mixture
+    from reinit_tune.verdicts.rule import Finding
+
+    decided = Finding(Verdict.SUPPORTED, Interval(0.3, 0.1, 0.5, "bootstrap", (10, 10)))
+    few = [collapse.count("k=2", [0.8, 0.81, 0.79, 0.8], 0.509, "accuracy"),
+           collapse.count("k=0", [0.51, 0.509, 0.5, 0.51], 0.509, "accuracy")]  # at chance
+    found = _unbounded_mixture(decided, few, unseen=True)
+    assert found.verdict is Verdict.INCONCLUSIVE
+    assert found.reason.startswith("not decidable at n = 4 at small data")
+    assert "29 runs per cell would show a 10% mode with probability 0.95" in found.reason
+    assert _unbounded_mixture(decided, few) is decided  # at 50,000: nothing to allow for
+    many = [collapse.count("k=2", [0.8 + 0.001 * i for i in range(29)], 0.509, "accuracy")]
+    assert _unbounded_mixture(decided, many, unseen=True) is decided
 
 
 def test_a_bootstrap_decision_on_a_mixture_is_withheld(tmp_path):

@@ -209,6 +209,7 @@ def test_000_c9(tmp_path, finetuning, probes, want):
         "k50: probes 1, finetuning 6" in row.reason
 
 
+@pytest.mark.usefixtures("seen_collapses_only")
 # -- 000-C10: the top two layers hurt probes, not finetuning --------------------------------
 @pytest.mark.parametrize("probes,want", [([0.5, 0.6, 0.7, 0.75, 0.8, 0.75, 0.7], "supported"),
                                          ([0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9],
