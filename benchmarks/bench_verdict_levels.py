@@ -13,7 +13,7 @@ others (claims.md §0.6; Mosbach et al. 2021: 10-30% of runs on RTE, MRPC and Co
   s(0)) between two sizes (003-C2's kind), 2,000 resamples;
 - **F**: the variance ratio's F interval over three cells of each arm (003-C22's kind);
 - **Holm**: 001-C4 (a), Holm over 6 one-sided step tests at 2.5%;
-- **Friedman**: 001-C4 (b), the steps' repeated-measures test at 5%.
+- **Hotelling**: 001-C4 (b), the steps' repeated-measures test (Hotelling's T²) at 5%.
 
 A mixture collapses runs in one arm ("one") or in every arm ("every"), each run on its own.
 The task's majority rate is where collapsed runs sit, else 0.5 (30 sigma below the
@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-KINDS = ("paired", "Welch", "share", "F", "Holm", "Friedman")
+KINDS = ("paired", "Welch", "share", "F", "Holm", "Hotelling")
 NOISES = (("normal", 0.0, 0, "-"), ("t3", 0.0, 0, "-"),
           ("collapse", 0.10, 8, "one"), ("collapse", 0.15, 8, "one"),
           ("collapse", 0.25, 8, "one"), ("collapse", 0.30, 8, "one"),
@@ -50,7 +50,7 @@ NOISES = (("normal", 0.0, 0, "-"), ("t3", 0.0, 0, "-"),
 SIGMA = 0.01
 MAJORITY = 0.5
 NOMINAL = {"paired": 0.025, "Welch": 0.025, "share": 0.025, "F": 0.025, "Holm": 0.025,
-           "Friedman": 0.05}
+           "Hotelling": 0.05}
 
 
 def runs(rng, n: int, mean: float, noise: str, rate: float, gap: float, collapses: bool
@@ -87,7 +87,8 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
     )
     from reinit_tune.inference.bootstrap import Group as BootGroup
     from reinit_tune.inference.rules import Verdict
-    from reinit_tune.verdicts.curves import _friedman
+    from reinit_tune.verdicts.curves import steps_differ
+    from reinit_tune.verdicts.spreads import confirmed
 
     levels: list[tuple[np.ndarray, float]] = []
 
@@ -147,11 +148,13 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
         scale = 1.0 + effect / 3
         a = [base + scale * (cell(base, 0) - base) for _ in range(3)]
         b = [cell(base, 1) for _ in range(3)]
-        interval, _ = variance_ratio(a, b)
+        interval, brown_forsythe = variance_ratio(a, b)
         plain = interval.defined and interval.low > 1.0
-        return plain, plain and not mixed()
+        kept, _ = confirmed(Verdict.SUPPORTED if plain else Verdict.INCONCLUSIVE,
+                            brown_forsythe)
+        return plain, kept is Verdict.SUPPORTED and not mixed()
     # a progressive curve of 7 cells, one seed shift per seed. Holm's null: a flat step
-    # (k = 2 to 3), none going down; Friedman's: every step alike (0.05)
+    # (k = 2 to 3), none going down; Hotelling's: every step alike (0.05)
     means = [0.5 + 0.05 * k for k in range(7)]
     if kind == "Holm":
         means[3] = means[2]
@@ -165,7 +168,8 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
         down = [float(stats.ttest_1samp(d, 0.0, alternative="less").pvalue) for d in steps.T]
         plain = any(holm_rejects(down))
         return plain, plain and not mixed()
-    plain = _friedman(steps) < 0.05
+    p = steps_differ(steps)
+    plain = p is not None and p < 0.05
     return plain, plain and not mixed()
 
 

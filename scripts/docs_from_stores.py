@@ -110,6 +110,12 @@ decided at these sizes only as a labelled secondary verdict. The probes saw 2,00
 examples at the default learning rate (2e-5), not the full train split: their verdicts name
 both sizes and both protocols.
 
+500 and 2,000 examples are small data, where a share of finetuning runs can collapse to the
+majority class: every interval there allows for a collapse mode its runs have not shown (0
+of 10 runs leaves up to 31% possible, 0 of 3 up to 71%), so at 3-10 seeds most of these
+claims stay undecided, and each row says how many seeds per cell would decide it
+(`docs/concepts/verdicts.md`, "The collapse bound").
+
 ## The figures
 
 {figures}

@@ -24,6 +24,23 @@ def test_one_cell_mean_matches_scipys_percentile_bootstrap():
     assert got.high == pytest.approx(ref.high, abs=0.004)
 
 
+def test_few_seeds_widen_the_percentile_tails_as_hesterberg_expands_them():
+    """At 6 seeds the interval is scipy's percentile bootstrap at the expanded level
+    1 − 2 Φ(−√(6/5) t_5,0.975) (about 99.5%), not at 95%; at 30 seeds nearly 95%."""
+    x = RNG.normal(0.7, 0.05, 6)
+    tail = stats.norm.cdf(-math.sqrt(6 / 5) * stats.t.ppf(0.975, 5))
+    got = cluster_bootstrap([Group.of([x])], lambda m: m[0][0], seed=1, resamples=40_000)
+    ref = stats.bootstrap((x,), np.mean, n_resamples=40_000, method="percentile",
+                          confidence_level=1 - 2 * tail,
+                          rng=np.random.default_rng(2)).confidence_interval
+    plain = stats.bootstrap((x,), np.mean, n_resamples=40_000, method="percentile",
+                            rng=np.random.default_rng(2)).confidence_interval
+    width = ref.high - ref.low
+    assert got.low == pytest.approx(ref.low, abs=0.03 * width)
+    assert got.high == pytest.approx(ref.high, abs=0.03 * width)
+    assert width > 1.3 * (plain.high - plain.low)
+
+
 def test_paired_cells_resample_seeds_jointly():
     # two cells equal up to a constant: paired resampling gives a zero-width difference
     x = RNG.normal(0.7, 0.05, 20)
