@@ -13,9 +13,14 @@ others (claims.md §0.6; Mosbach et al. 2021: 10-30% of runs on RTE, MRPC and Co
   s(0)) between two sizes (003-C2's kind), 2,000 resamples;
 - **F**: the variance ratio's F interval over three cells of each arm (003-C22's kind);
 - **Holm**: 001-C4 (a), Holm over 6 one-sided step tests at 2.5%;
-- **Hotelling**: 001-C4 (b), the steps' repeated-measures test (Hotelling's T²) at 5%.
+- **Hotelling**: 001-C4 (b), the steps' repeated-measures test (Hotelling's T²) at 5%;
+- **trend**: Spearman's rho of k and a 7-cell curve's means, the paired seed bootstrap's
+  interval ([TREND]; null: a flat curve);
+- **knee**: 000-C5's k*_0.8 at two sizes, decided at a bootstrap P of 0.95 ([KNEE]; null:
+  one curve shape at both sizes).
 
-A mixture collapses runs in one arm ("one") or in every arm ("every"), each run on its own.
+A mixture collapses runs in one arm ("one") or in every arm ("every"), each run on its own,
+or whole seeds: every cell's run of a seed ("seeds").
 The task's majority rate is where collapsed runs sit, else 0.5 (30 sigma below the
 contrasts' cells). Under the null of a mixture the arms' means over all runs are equal
 (the collapsing arm's other runs sit higher by rate x gap): the papers' estimand. The F
@@ -41,24 +46,24 @@ import time
 
 import numpy as np
 
-KINDS = ("paired", "Welch", "share", "F", "Holm", "Hotelling")
+KINDS = ("paired", "Welch", "share", "F", "Holm", "Hotelling", "trend", "knee")
 NOISES = (("normal", 0.0, 0, "-"), ("t3", 0.0, 0, "-"),
           ("collapse", 0.10, 8, "one"), ("collapse", 0.15, 8, "one"),
           ("collapse", 0.25, 8, "one"), ("collapse", 0.30, 8, "one"),
           ("collapse", 0.15, 8, "every"), ("collapse", 0.15, 30, "one"),
-          ("collapse", 0.30, 30, "every"))
+          ("collapse", 0.30, 30, "every"), ("collapse", 0.15, 8, "seeds"))
 SIGMA = 0.01
 MAJORITY = 0.5
 NOMINAL = {"paired": 0.025, "Welch": 0.025, "share": 0.025, "F": 0.025, "Holm": 0.025,
-           "Hotelling": 0.05}
+           "Hotelling": 0.05, "trend": 0.025, "knee": 0.05}
 
 
-def runs(rng, n: int, mean: float, noise: str, rate: float, gap: float, collapses: bool
-         ) -> tuple[np.ndarray, float]:
+def runs(rng, n: int, mean: float, noise: str, rate: float, gap: float, collapses: bool,
+         seeds: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """``n`` runs of one cell, and the majority rate its collapsed runs sit at (-inf where
     it does not collapse): ``mean`` over all runs; a collapsing cell's runs collapse with
     probability ``rate`` to ``gap`` sigma below the others (which sit higher, so the mean
-    over all runs stays ``mean``)."""
+    over all runs stays ``mean``), or, given ``seeds`` (a mask), the runs of those seeds."""
     if noise == "t3":
         values = mean + SIGMA * rng.standard_t(3, n) / math.sqrt(3)  # sd sigma
     else:
@@ -67,7 +72,7 @@ def runs(rng, n: int, mean: float, noise: str, rate: float, gap: float, collapse
         return values, -math.inf
     level = mean + rate * gap * SIGMA - gap * SIGMA
     values = values + rate * gap * SIGMA  # the trained runs carry the collapses' share
-    values[rng.random(n) < rate] = level
+    values[rng.random(n) < rate if seeds is None else seeds] = level
     return values, level
 
 
@@ -86,15 +91,18 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
         variance_ratio,
     )
     from reinit_tune.inference.bootstrap import Group as BootGroup
+    from reinit_tune.inference.interval import Interval
     from reinit_tune.inference.rules import Verdict
     from reinit_tune.verdicts.curves import steps_differ
     from reinit_tune.verdicts.spreads import confirmed
 
     levels: list[tuple[np.ndarray, float]] = []
 
+    seeds = rng.random(n) < rate if where == "seeds" else None  # whole seeds collapse
+
     def cell(mean: float, arm: int) -> np.ndarray:
-        collapses = where == "every" or (where == "one" and arm == 0)
-        values, level = runs(rng, n, mean, noise, rate, gap, collapses)
+        collapses = where in ("every", "seeds") or (where == "one" and arm == 0)
+        values, level = runs(rng, n, mean, noise, rate, gap, collapses, seeds)
         levels.append((values, level))
         return values
 
@@ -153,6 +161,38 @@ def one_store(kind: str, rng, n: int, effect: float, noise: str, rate: float, ga
         kept, _ = confirmed(Verdict.SUPPORTED if plain else Verdict.INCONCLUSIVE,
                             brown_forsythe)
         return plain, kept is Verdict.SUPPORTED and not mixed()
+    if kind == "trend":  # Spearman's rho of k and the means; null: a flat curve
+        import pandas as pd
+
+        from reinit_tune.inference import trend
+
+        shift = SIGMA * rng.standard_normal(n)
+        curve = [pd.Series(cell(base + effect * SIGMA * k / 6, k % 2) + shift)
+                 for k in range(7)]
+        interval = trend(list(range(7)), [c.to_numpy() for c in curve], paired=True,
+                         seed=int(rng.integers(2**31)))
+        plain = n >= 5 and directional(interval) is Verdict.SUPPORTED  # low n: undecided
+        return plain, plain and not mixed()
+    if kind == "knee":  # k*_0.8 at two sizes; null: one curve shape at both
+        import pandas as pd
+
+        from reinit_tune.verdicts.curves import first_reaching, resampled_means
+        from reinit_tune.verdicts.rule import by_probability
+
+        shape = [0, 0.1, 0.3, 0.6, 0.85, 0.95, 1]
+        later = [0, 0.05, 0.15, 0.35, 0.6, 0.85, 1]  # the effect: the knee one layer later
+        arms = []
+        for arm, g in ((0, later if effect else shape), (1, shape)):
+            shift = SIGMA * rng.standard_normal(n)
+            arms.append([pd.Series(cell(0.5 + 0.3 * v, arm) + shift) for v in g])
+        boot = np.random.default_rng(int(rng.integers(2**31)))
+        k_small, k_large = (first_reaching(resampled_means(c, boot), 0.8) for c in arms)
+        found = by_probability(float((k_small > k_large).mean()),
+                               float((k_small < k_large).mean()), (n,) * 14,
+                               Interval(0.0, math.nan, math.nan, "bootstrap P", (n,)), "",
+                               "progressive")
+        plain = found.verdict is Verdict.SUPPORTED
+        return plain, plain and not mixed()
     # a progressive curve of 7 cells, one seed shift per seed. Holm's null: a flat step
     # (k = 2 to 3), none going down; Hotelling's: every step alike (0.05)
     means = [0.5 + 0.05 * k for k in range(7)]

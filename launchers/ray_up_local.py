@@ -264,7 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         printed = (sweep.stdout + sweep.stderr).splitlines()
         summary = [line for line in printed if line.startswith("sweep progressive:")]
         joined = [line for line in printed if "joining the Ray cluster" in line]
-        steps["joined"] = joined[-1].split("] ")[-1] if joined else "not the head (no line)"
+        # a rerun whose trials are all stored starts no Ray, so it joins nothing
+        resumed = bool(summary) and "4 already in the store" in summary[-1]
+        steps["joined"] = (joined[-1].split("] ")[-1] if joined else
+                           "nothing to join: every trial already in the store" if resumed
+                           else "not the head (no line)")
         steps["sweep"] = (summary[-1] if summary else f"exit {sweep.returncode}\n"
                           + _tail(sweep)) + f" ({time.perf_counter() - began:.0f} s)"
         # token auth, as cluster.yaml sets it: the dashboard asks for the cluster's token
@@ -276,9 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         steps["dashboard"] = f"{head.dashboard_url}: {len(nodes)} node(s): " + ", ".join(
             str(n.get("ip") or n.get("raylet", {}).get("nodeManagerAddress", "?"))
             for n in nodes)
-        stored = bool(summary) and ("4 ran ok" in summary[-1]
-                                    or "4 already in the store" in summary[-1])
-        return 0 if stored and nodes and joined else 1
+        stored = bool(summary) and ("4 ran ok" in summary[-1] or resumed)
+        return 0 if stored and nodes and (joined or resumed) else 1
     finally:
         down = run([ray, "down", "-y", str(config)], log, 300)
         steps["ray down"] = f"exit {down.returncode}" + (

