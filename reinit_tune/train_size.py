@@ -14,12 +14,6 @@ from dataclasses import dataclass
 
 from reinit_tune.errors import InputError
 
-# Small data: training sets of at most this many examples, where runs collapse to the
-# majority class before a store has shown one. Mosbach et al. (2021, "On the Stability of
-# Fine-tuning BERT", §4) find 10-30% failed runs on RTE, MRPC and CoLA (2.5k-8.5k examples)
-# and none on the larger GLUE tasks; 003 trains every task at 500-5,000 too.
-SMALL_DATA = 10_000
-
 # The plain value a config stores: a count, a fraction of the split, or None for all of it.
 Size = int | float | None
 

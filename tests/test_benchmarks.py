@@ -284,15 +284,22 @@ def test_gpu_suite_smoke_runs_every_stage_through_the_real_commands(tmp_path, gl
 def test_bench_verdict_levels_smoke_measures_each_kind_under_each_noise(capsys):
     from benchmarks import bench_verdict_levels
 
-    assert bench_verdict_levels.main(["--smoke", "--stores", "20"]) == 0
-    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()
-            if line.startswith("| ") and "kind" not in line]
-    kinds = {r[0].strip() for r in rows}
-    assert kinds == set(bench_verdict_levels.KINDS)
-    for r in rows:
+    def rows(*argv: str) -> list[list[str]]:
+        assert bench_verdict_levels.main(["--smoke", "--stores", "20", *argv]) == 0
+        return [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()
+                if line.startswith("| ") and "kind" not in line]
+
+    large = rows("--examples", "50000")  # above small data: no mode allowed for unseen
+    assert {r[0].strip() for r in large} == set(bench_verdict_levels.KINDS)
+    for r in large:
         false, power, plain = float(r[6]), float(r[10]), float(r[9])
         assert 0 <= false <= 1 and 0 <= power <= 1 and 0 <= plain <= 1
         # the verdicts widen or withhold, never add a decision: no more false ones
         assert false <= plain, r
         if r[1].strip() != "collapse":
             assert false == plain  # nothing collapsed: the plain test decides
+    # at small data (the default) the unseen-mode bound widens even where nothing collapsed
+    small = rows("--kinds", "paired", "Welch")
+    power = {(r[0], r[1]): float(r[10]) for r in large}
+    for r in small:
+        assert float(r[6]) <= float(r[9]) and float(r[10]) <= power[r[0], r[1]], r

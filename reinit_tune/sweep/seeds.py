@@ -35,7 +35,7 @@ from reinit_tune.errors import InputError
 from reinit_tune.inference import collapse
 from reinit_tune.inference.sequential import SeedDecision, SeedRule, decide
 from reinit_tune.tasks import get_task
-from reinit_tune.train_size import SMALL_DATA, TrainSize
+from reinit_tune.train_size import TrainSize
 from reinit_tune.wording import counted
 
 # The fields that make a trial's condition within its group (its surgery); every other
@@ -70,7 +70,7 @@ class SeedGroup:
     conditions: tuple[tuple, ...]  # the reference first
     trials: tuple[Mapping[tuple, str], ...]  # by seed 0..max_seeds-1
     metric: str = "accuracy"  # its task's primary metric (what a trial's score is)
-    small: bool = False  # it trains on small data (``collapse.prone``)
+    small: bool = False  # it trains on small data (``collapse.SMALL_DATA``)
 
     def contrasts(self) -> int:
         return len(self.conditions) - 1
@@ -88,7 +88,7 @@ def unseen_collapse_note(groups: Iterable[SeedGroup], rule: SeedRule) -> str | N
     cost = ", ".join(f"a gap of {gap:g} at least {n} seeds" + (
         f" (beyond --max-seeds {rule.max_seeds}: that group reports the wider interval)"
         if n > rule.max_seeds else "") for gap, n in need.items())
-    return (f"seeds on demand: small data (at most {SMALL_DATA:,} examples) in "
+    return (f"seeds on demand: small data (at most {collapse.SMALL_DATA:,} examples) in "
             f"{counted(len(small), 'group')}, where 10-30% of runs can collapse to the "
             "majority class (Mosbach et al. 2021): each group's intervals allow for a collapse "
             "mode its runs have not shown (0 of n runs leaves up to 1 - 0.025^(1/n)), so it "
@@ -151,7 +151,7 @@ def groups_of(configs: Iterable[TrialConfig], rule: SeedRule, family: str) -> li
         examples = TrainSize.of(first[key].train_size).wanted(task.train_rows, task.name)
         groups.append(SeedGroup(label, (REFERENCE, *conditions),
                                 tuple(seeds[s] for s in wanted), task.primary,
-                                examples <= SMALL_DATA))
+                                examples <= collapse.SMALL_DATA))
     return sorted(groups, key=lambda g: g.label)
 
 
