@@ -4,6 +4,12 @@ when first imported and Tune reads the others when a run starts.
 
 - ``RAY_AUTH_MODE=token`` where this process is about to start its own local Ray instance
   (``cluster.secure_local_ray``: Ray listens on every network interface);
+- ``RAY_worker_niceness=0`` (a value the user set is kept): Ray starts its worker processes
+  at nice 15, so on a machine whose other processes run at normal priority a trial gets
+  almost none of the CPU (the quickstart beside 20 busy processes on 2 cores: its trial
+  workers still importing torch after 17 minutes, 0 of 12 trials done); a sweep's trials are
+  the work the user asked for. Ray reads it when this process starts its local instance;
+  a cluster's nodes take it from the environment of their own ``ray start``;
 - ``RAY_COLOR_PREFIX=0`` where the output is a file or a pipe (or ``NO_COLOR`` is set): Ray
   colours each worker's log prefix with escape codes;
 - ``TUNE_DISABLE_SIGINT_HANDLER=1``: Ctrl+C reaches ``reinit_tune.sweep.signals`` first,
@@ -29,6 +35,7 @@ from reinit_tune.sweep import cluster
 def prepare(verbose: bool = False) -> None:
     """Set every variable above for a sweep about to run (``verbose``: Tune's own output)."""
     cluster.secure_local_ray()
+    os.environ.setdefault("RAY_worker_niceness", "0")
     if os.environ.get("NO_COLOR") or not sys.stderr.isatty():
         os.environ.setdefault("RAY_COLOR_PREFIX", "0")
     os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
