@@ -114,9 +114,8 @@ def lin(groups: Sequence[Group], terms: Sequence[Terms], n_min: int,
 
 def _at_risk(group: Group) -> bool:
     """Whether a collapse mode may move ``group``'s cells: one shows in it, or one may exist
-    unseen (``collapse.possible``)."""
-    return _collapses(group) or (collapse.possible(group.examples, group.chance)
-                                 and group.experiments != {"probing"})
+    unseen (``Group.unseen_collapse``)."""
+    return _collapses(group) or group.unseen_collapse
 
 
 def _collapses(group: Group) -> bool:

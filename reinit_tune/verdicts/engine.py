@@ -368,10 +368,8 @@ def _row(claim: Claim, group: Group, finding: Finding, results_dir: str, *,
     finding = _spreadless(finding)
     compared = [g for g in (group, large, pair) if g is not None]
     counted = _collapses(claim, compared)
-    # a probe is a linear classifier on frozen features, not a finetuning run: no unseen mode
-    refused = _unbounded_mixture(finding, counted, unseen=any(
-        collapse.possible(g.examples, g.chance) and g.experiments != {"probing"}
-        for g in compared))
+    refused = _unbounded_mixture(finding, counted,
+                                 unseen=any(g.unseen_collapse for g in compared))
     refused, finding = refused is not finding, refused
     interval, share = finding.interval, finding.share
     value = published_value if published_value is not None else claim.published_value

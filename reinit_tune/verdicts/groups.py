@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from reinit_tune.analysis import frames
+from reinit_tune.inference import collapse
 from reinit_tune.verdicts.conditions import KEY, Condition, Heads, Permuted, surgery_columns
 
 # What a claim compares inside a group: never a reason to keep runs apart.
@@ -61,6 +62,14 @@ class Group:
     # the families whose sweeps wrote the group's runs (the store's ``experiment``)
     experiments: frozenset[str] = frozenset()
     _cells: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def unseen_collapse(self) -> bool:
+        """Whether a collapse mode no run has shown may move its cells
+        (``collapse.possible``); never for probes: a linear classifier on frozen features,
+        not a finetuning run."""
+        return collapse.possible(self.examples, self.chance) and \
+            self.experiments != {"probing"}
 
     @property
     def protocol(self) -> tuple[str, str, int]:
