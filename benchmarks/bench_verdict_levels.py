@@ -33,7 +33,12 @@ undecided on a mixture or below 29 runs a cell; above, the bound only where a co
 shows), the nominal level, whether that rate stays within nominal +
 2 SE, the plain test's false-decision rate, and the verdicts' power at the effect.
 
+``--published`` reports each kind's power at the effect its paper published instead (a
+number where the paper gives one, else "figure only" with power at 1, 3 and 5 sigma), under
+normal noise, at small data and above:
+
     python -m benchmarks.bench_verdict_levels                  # 400 stores a cell, ~25 min
+    python -m benchmarks.bench_verdict_levels --published --n 3 5 10 30
     python -m benchmarks.bench_verdict_levels --stores 40 --smoke
 """
 
@@ -54,6 +59,26 @@ NOISES = (("normal", 0.0, 0, "-"), ("t3", 0.0, 0, "-"),
           ("collapse", 0.30, 30, "every"), ("collapse", 0.15, 8, "seeds"))
 SIGMA = 0.01
 MAJORITY = 0.5
+# The per-run spread the published effects are read against: the embedded MiniLM on SST-2 at
+# 500 examples (examples/embedded-minilm, 7 cells of 10 runs: sd 0.009-0.014 a cell).
+RUN_SD = 0.011
+# kind -> (the claim it decides, the effect in the bench's units, what the paper says). The
+# bench's units (``one_store``'s effect e): a paired/Welch contrast e sigma of one run, a share
+# difference 0.05 e, a spread ratio 1 + e/3, a Holm/Hotelling dip 2 e sigma, a trend's rise e
+# sigma over the curve; any e > 0 moves the knee one layer. None: a figure, no number.
+PUBLISHED = {
+    "paired": ("000-C7 (a)", 0.05 / RUN_SD,
+               "s(2L/3) - s(L/3) about 5 points on SST-2 at ~670 examples (000 §6.1.3)"),
+    "Welch": ("003-C3", None, "M(500) - M(50k): figure only (003 Fig. 1)"),
+    "share": ("003-C2", None, "G_50k(q) - G_500(q): figure only (003 Figs 1, 4)"),
+    "F": ("003-C22", None,
+          "5x LR 'appears to increase the variance': figure only (003 App. E, Fig. 6)"),
+    "Holm": ("001-C4 (a)", None, "a step down in the progressive curve: figure only (001)"),
+    "Hotelling": ("001-C4 (b)", None, "uneven steps: figure only (001)"),
+    "trend": ("000-C13", None, "weight change grows with depth: figure only (000)"),
+    "knee": ("000-C5", 1.0,
+             "QNLI's knee k*_0.8 one layer later as data shrinks: 3, 4, 5 (000 §6.1.2)"),
+}
 NOMINAL = {"paired": 0.025, "Welch": 0.025, "share": 0.025, "F": 0.025, "Holm": 0.025,
            "Hotelling": 0.05, "trend": 0.025, "knee": 0.05}
 
@@ -218,11 +243,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--stores", type=int, default=400, help="simulated stores per cell")
     p.add_argument("--n", type=int, nargs="+", default=[3, 5, 10], help="runs per cell")
     p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    p.add_argument("--published", action="store_true",
+                   help="power at each kind's published effect (normal noise; 500 and "
+                        "50,000 examples)")
     p.add_argument("--smoke", action="store_true", help="two noises, n = 5: the code path")
     p.add_argument("--examples", type=int, default=500,
                    help="the stores' train size: at most 10,000 (small data) the verdicts "
                         "allow for a collapse mode no run has shown")
     args = p.parse_args(argv)
+    if args.published:
+        return published(args.kinds, args.n, args.stores)
     noises = NOISES[:3] if args.smoke else NOISES
     if args.smoke:
         args.n = [5]
@@ -250,6 +280,33 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"| {kind} | {noise} | {rate:g} | {gap:g} | {where} | {n} | "
                       f"{false:.3f} | {nominal:g} | {ok} | {plain:.3f} | "
                       f"{float(np.mean(power)):.2f} |", flush=True)
+    print(f"({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+def published(kinds: list[str], ns: list[int], stores: int) -> int:
+    """Each kind's power at its paper's published effect, else at 1, 3 and 5 sigma, under
+    normal noise: at small data (500 examples: every cell that trains carries the bound of a
+    mode no run has shown) and above it (50,000)."""
+    print(f"{stores} stores a cell, normal noise; effects in sigma of one run "
+          f"(published numbers read against sigma = {RUN_SD}, the embedded MiniLM's on SST-2 "
+          "at 500 examples)")
+    print("| kind | claim | published | effect (sigma) | examples | "
+          + " | ".join(f"power n = {n}" for n in ns) + " |")
+    print("|---|---|---|---:|---:|" + "---:|" * len(ns))
+    start = time.perf_counter()
+    for kind in kinds:
+        claim, effect, said = PUBLISHED[kind]
+        effects = (effect,) if effect is not None else (1.0, 3.0, 5.0)
+        for e in effects:
+            for examples in (500, 50_000):
+                power = []
+                for n in ns:
+                    rng = np.random.default_rng([KINDS.index(kind), n, examples, int(10 * e)])
+                    power.append(np.mean([one_store(kind, rng, n, e, "normal", 0.0, 0, "-",
+                                                    examples)[1] for _ in range(stores)]))
+                print(f"| {kind} | {claim} | {said} | {e:.1f} | {examples:,} | "
+                      + " | ".join(f"{x:.2f}" for x in power) + " |", flush=True)
     print(f"({time.perf_counter() - start:.0f} s)")
     return 0
 

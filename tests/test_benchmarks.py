@@ -303,3 +303,21 @@ def test_bench_verdict_levels_smoke_measures_each_kind_under_each_noise(capsys):
     power = {(r[0], r[1]): float(r[10]) for r in large}
     for r in small:
         assert float(r[6]) <= float(r[9]) and float(r[10]) <= power[r[0], r[1]], r
+
+
+def test_bench_verdict_levels_published_reads_each_kind_at_its_papers_effect(capsys):
+    from benchmarks import bench_verdict_levels
+
+    assert bench_verdict_levels.main(["--published", "--stores", "12", "--n", "10",
+                                      "--kinds", "paired", "F"]) == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "kind" not in line]
+    paired = {int(r[4].replace(",", "")): float(r[5]) for r in rows if r[0].strip() == "paired"}
+    # 000-C7's 5 points is 4.5 sigma of a run: one effect, read at small data and above
+    assert [r[3].strip() for r in rows if r[0].strip() == "paired"] == ["4.5", "4.5"]
+    # above small data ten runs find 4.5 sigma; at small data the unseen-mode bound holds it
+    assert paired[50_000] > paired[500]
+    # a figure-only claim is read at 1, 3 and 5 sigma, each at both sizes
+    assert sorted(r[3].strip() for r in rows if r[0].strip() == "F") == ["1.0", "1.0", "3.0",
+                                                                        "3.0", "5.0", "5.0"]
+    assert all("figure only" in r[2] for r in rows if r[0].strip() == "F")
