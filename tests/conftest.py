@@ -16,6 +16,14 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if "REINIT_TUNE_DATA" not in os.environ and SHARED_GLUE.is_dir():
     os.environ["REINIT_TUNE_DATA"] = str(SHARED_GLUE)
+# Under pytest-xdist each worker keeps its Ray sessions and the address file `ray start`
+# writes in a folder of its own: a sweep in one worker must never join the cluster another
+# worker's test started (a bare ray.init() joins the one recorded there). Short: Ray's socket
+# paths must fit 107 bytes.
+if "PYTEST_XDIST_WORKER" in os.environ and "RAY_TMPDIR" not in os.environ:
+    _ray_tmp = Path(f"/tmp/rt-{os.getpid()}-{os.environ['PYTEST_XDIST_WORKER']}")
+    _ray_tmp.mkdir(exist_ok=True)
+    os.environ["RAY_TMPDIR"] = str(_ray_tmp)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -53,6 +61,9 @@ def _ray_only_where_marked(request, monkeypatch):
     if request.node.get_closest_marker("ray") is not None:
         yield
         return
+    if "ray_local" in request.fixturenames:  # a session fixture: started before any patch
+        pytest.fail(f"{request.node.nodeid} uses ray_local: mark it @pytest.mark.ray",
+                    pytrace=False)
     import shutil
     import tempfile
 

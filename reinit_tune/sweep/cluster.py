@@ -76,6 +76,38 @@ def secure_local_ray() -> None:
                     "network interface without a token; unset it to have one", AUTH_ENV, own)
         return
     os.environ[AUTH_ENV] = "token"
+    ensure_token()
+
+
+def ensure_token(home: Path | None = None) -> None:
+    """Create the token a local Ray instance in token mode reads (``~/.ray/auth_token``)
+    where none exists, so that two sweeps started at once on a fresh machine (a job array's
+    two tasks on one node) share one: Ray writes a missing token in place, and the second
+    writer replaces the token the first one's cluster already holds, whose workers then fail
+    to authenticate. Linking a complete file under the name is atomic: the first writer wins,
+    the others keep its token. ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH``, where set, are
+    Ray's to read."""
+    if os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        return
+    path = (home or Path.home()) / ".ray" / "auth_token"
+    if path.exists():
+        return
+    import secrets
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        draft = path.with_name(f".auth_token.{os.getpid()}")
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(secrets.token_hex(32))  # Ray's own form: 256 bits as hex
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # another sweep's token won: keep it
+        finally:
+            draft.unlink()
+    except OSError as exc:  # an unwritable home: Ray says so itself when it starts
+        log.debug("could not write %s: %s", path, exc)
 
 
 def _driver_raylet() -> str | None:

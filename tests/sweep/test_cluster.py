@@ -240,3 +240,32 @@ def test_a_cluster_that_does_not_answer_a_driver_is_an_environment_error_saying_
                               "answer in time)"), message
     assert f"`ray status --address {address}`" in message and "RAY_ADDRESS=local" in message
     assert "\n" not in message
+
+
+def _token_of(home: str) -> str:
+    from pathlib import Path
+
+    from reinit_tune.sweep import cluster as own
+
+    own.ensure_token(Path(home))
+    return (Path(home) / ".ray" / "auth_token").read_text()
+
+
+def test_sweeps_started_at_once_on_a_fresh_machine_share_one_ray_token(tmp_path, monkeypatch):
+    """Ray writes a missing token in place, so of two sweeps started at once the second
+    replaced the token the first one's cluster held; the first writer now wins for all."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    with ProcessPoolExecutor(8) as pool:
+        tokens = set(pool.map(_token_of, [str(tmp_path)] * 16))
+    path = tmp_path / ".ray" / "auth_token"
+    assert tokens == {path.read_text()} and re.fullmatch(r"[0-9a-f]{64}", path.read_text())
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in path.parent.iterdir()) == ["auth_token"]  # no drafts left
+    cluster.ensure_token(tmp_path)  # kept, never rewritten
+    assert {path.read_text()} == tokens
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "elsewhere"))
+    cluster.ensure_token(tmp_path / "other")  # the user's token source: Ray's to read
+    assert not (tmp_path / "other").exists()

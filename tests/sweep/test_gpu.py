@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
+@pytest.mark.ray
 def test_two_trials_share_one_gpu_through_ray_tune(ray_local, tiny_bert, glue_dir, tmp_path,
                                                    capsys):
     code, out = cli(capsys, "sweep", "progressive", "--model", tiny_bert, "--tasks", "rte",

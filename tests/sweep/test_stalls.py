@@ -78,6 +78,7 @@ def test_every_training_step_and_dev_batch_beats(tiny_bert, glue_dir, monkeypatc
     assert len(sent) == before  # outside the block nothing is sent
 
 
+@pytest.mark.ray
 def test_the_board_counts_beats_sent_from_a_worker(ray_local):
     """The sweep's board, a trial's sink for it and the watchdog's reader, through Ray."""
     import ray
