@@ -134,25 +134,39 @@ def test_albert_and_unknown_architectures_are_refused():
         stacks.architecture("t5")
 
 
-@pytest.mark.ray
-@pytest.mark.parametrize("family", ["roberta", "distilbert", "gpt2", "llama"])
-def test_a_sweep_on_another_architecture_runs_into_the_store(family, ray_local, glue_dir,
-                                                              tmp_path):
-    from reinit_tune import families, store
+ARCHITECTURES = ("roberta", "distilbert", "gpt2", "llama")
+
+
+@pytest.fixture(scope="module")
+def architectures_store(ray_local, glue_dir, tmp_path_factory):
+    """One sweep of the four architectures together (k = 0 and 2 each), as a user's store
+    mixing models holds them: its summary and the folder of each architecture's model."""
+    from reinit_tune import families
     from reinit_tune.families import Grid
     from reinit_tune.sweep.options import RunOptions
     from reinit_tune.sweep.runner import run_sweep
 
-    path = str(save_tiny_model(tmp_path / family, family))
-    configs = families.get("progressive").configs(
+    root = tmp_path_factory.mktemp("architectures")
+    paths = {f: str(save_tiny_model(root / f, f)) for f in ARCHITECTURES}
+    configs = [c for path in paths.values() for c in families.get("progressive").configs(
         Grid(path, tasks=("rte",), sizes=(16,), seeds=1, epochs=1, lr=1e-4, max_seq_length=32,
-             data_dir=str(glue_dir)), k=[0, 2])
-    summary = run_sweep(configs, RunOptions(results_dir=tmp_path / "results",
+             data_dir=str(glue_dir)), k=[0, 2])]
+    summary = run_sweep(configs, RunOptions(results_dir=root / "results",
                                             data_dir=str(glue_dir), max_failures=0))
-    assert (summary.ok, summary.failed) == (2, 0), str(summary)
-    trials = store.load_trials(tmp_path / "results")
-    assert sorted(trials["num_pretrained_layers"]) == [0, 2]
-    assert trials["score"].between(0, 1).all() and (trials["num_layers"] == 3).all()
+    return summary, paths, root / "results"
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("family", ARCHITECTURES)
+def test_a_sweep_on_another_architecture_runs_into_the_store(family, architectures_store):
+    from reinit_tune import store
+
+    summary, paths, results = architectures_store
+    assert (summary.ok, summary.failed) == (2 * len(ARCHITECTURES), 0), str(summary)
+    trials = store.load_trials(results)
+    own = trials[trials["model"] == paths[family]]
+    assert sorted(own["num_pretrained_layers"]) == [0, 2] and (own["status"] == "ok").all()
+    assert own["score"].between(0, 1).all() and (own["num_layers"] == 3).all()
 
 
 def test_similarity_compares_every_family_per_layer(folder, glue_dir):

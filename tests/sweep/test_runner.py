@@ -29,9 +29,8 @@ def progressive(model: str, size: int, epochs: int, ks: list[int], **grid) -> li
     return families.get("progressive").configs(
         Grid(model, tasks=("rte",), sizes=(size,), seeds=1, epochs=epochs, **grid), k=ks)
 
-pytestmark = pytest.mark.ray
 
-
+@pytest.mark.ray
 def test_tiny_sweep_stores_rows_and_a_rerun_adds_none(ray_local, tiny_bert, glue_dir, tmp_path):
     configs = progressive(tiny_bert, 16, 2, [0, 2, 4], data_dir=str(glue_dir), lr=1e-4)
     options = RunOptions(results_dir=tmp_path, data_dir=str(glue_dir), max_failures=0)
@@ -76,6 +75,7 @@ def test_tiny_sweep_stores_rows_and_a_rerun_adds_none(ray_local, tiny_bert, glue
     assert store.finished_ids(tmp_path) >= {c.trial_id for c in small}  # a rerun skips them
 
 
+@pytest.mark.ray
 def test_a_failing_trial_leaves_an_error_row_and_the_sweep_goes_on(
         ray_local, tiny_bert, glue_dir, tmp_path):
     broken = tmp_path / "broken-bert"
@@ -95,6 +95,7 @@ def test_a_failing_trial_leaves_an_error_row_and_the_sweep_goes_on(
     assert store.finished_ids(tmp_path / "results") == {configs[1].trial_id}
 
 
+@pytest.mark.ray
 def test_embedded_minilm_on_real_sst2_through_the_installed_command(glue_dir, tmp_path):
     results = tmp_path / "results"
     env = {**os.environ, "REINIT_TUNE_DATA": str(glue_dir)}
@@ -189,6 +190,7 @@ E2E = {
 }
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("name", sorted(E2E))
 def test_tiny_sweep_of_every_family_runs_through_ray_tune_into_the_store(
         name, ray_local, tiny_bert, glue_dir, tmp_path, capsys):
@@ -206,6 +208,7 @@ def test_tiny_sweep_of_every_family_runs_through_ray_tune_into_the_store(
 
 
 # -- what data a stored trial saw ----------------------------------------------------------
+@pytest.mark.ray
 def test_a_rerun_on_changed_data_stops_or_reruns_but_never_skips(ray_local, tiny_bert, glue_dir,
                                                                  tmp_path, capsys):
     import pyarrow.compute as pc
