@@ -30,15 +30,59 @@ RUNS = {
 }
 
 
+# Presets whose run options differ only in 001's per-step losses share one sweep (with
+# them: a superset); 000-distance and 002-dynamics measure similarity, each run on its own.
+SHARED = ("000-progressive", "000-probing", "001-layers", "001-sequential", "001-heads",
+          "003-permutations-authors")
+
+
+@pytest.fixture(scope="module")
+def shared_presets(ray_local, tiny_bert, small_data, tmp_path_factory):
+    """One sweep of the SHARED presets' grids as their command lines build them, its
+    summary, the store, each preset's trial ids and the report's output on that store."""
+    import contextlib
+    import io
+
+    from reinit_tune.cli import main
+    from reinit_tune.cli.sweep import configs_of, run_options, sweep_parser
+    from reinit_tune.sweep.runner import run_sweep
+
+    results = tmp_path_factory.mktemp("presets")
+    ids, configs = {}, []
+    for name in SHARED:
+        family = families.get(name)
+        args = sweep_parser(family).parse_args([
+            "--model", tiny_bert, *TINY, *RUNS[name][0], "--data-dir", str(small_data),
+            "--results", str(results)])
+        grid = configs_of(args, family)
+        ids[name] = {c.trial_id for c in grid}
+        configs += grid
+        if name == "001-layers":
+            options = run_options(args, family)
+    summary = run_sweep(configs, options)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        code = main(["report", "--results", str(results)])
+    return summary, results, ids, code, printed.getvalue()
+
+
 @pytest.mark.ray
 @pytest.mark.parametrize("name", sorted(RUNS))
-def test_tiny_run_of_each_preset_lands_rows_and_figures(name, ray_local, tiny_bert,
-                                                        small_data, tmp_path, capsys):
+def test_tiny_run_of_each_preset_lands_rows_and_figures(name, request, tiny_bert, small_data,
+                                                        tmp_path, capsys):
     args, count = RUNS[name]
-    code, out = cli(capsys, "sweep", name, "--model", tiny_bert, *TINY, *args,
-                    "--data-dir", str(small_data), "--results", str(tmp_path))
-    assert code == 0, out[-3000:]
-    trials = store.load_trials(tmp_path)
+    if name in SHARED:
+        summary, results, ids, code, report = request.getfixturevalue("shared_presets")
+        assert (summary.ok, summary.failed) == (sum(RUNS[n][1] for n in SHARED), 0), summary
+        trials = store.load_trials(results)
+        trials = trials[trials["trial_id"].isin(ids[name])]
+    else:
+        request.getfixturevalue("ray_local")
+        results = tmp_path
+        code, out = cli(capsys, "sweep", name, "--model", tiny_bert, *TINY, *args,
+                        "--data-dir", str(small_data), "--results", str(results))
+        assert code == 0, out[-3000:]
+        trials = store.load_trials(results)
     assert len(trials) == count and set(trials["status"]) == {"ok"}, trials["error"]
     assert set(trials["experiment"]) == {name}
     if name == "001-layers":
@@ -47,22 +91,23 @@ def test_tiny_run_of_each_preset_lands_rows_and_figures(name, ray_local, tiny_be
         assert (squad["score"] == squad["eval_f1"]).all()
         mrpc = trials[trials["task"] == "mrpc"]
         assert (mrpc["eval_acc_and_f1"] == (mrpc["eval_accuracy"] + mrpc["eval_f1"]) / 2).all()
-        steps = store.load_steps(tmp_path)
+        steps = store.load_steps(results)
+        steps = steps[steps["trial_id"].isin(trials["trial_id"])]
         assert set(steps["trial_id"]) == set(trials["trial_id"]) and steps["step"].min() == 1
     if name == "002-dynamics":
         mnli = trials[trials["task"] == "mnli"]
         assert mnli["eval_accuracy"].between(0, 1).all()
         assert mnli["eval_accuracy_mismatched"].between(0, 1).all()
         assert set(trials["schedule"]) == {"slanted-triangular"}
-        code, printed = cli(capsys, "consistency", "--results", str(tmp_path), "--examples",
+        code, printed = cli(capsys, "consistency", "--results", str(results), "--examples",
                             "12", "--data-dir", str(small_data))
         assert code == 0, printed
-        pairs = store.load_pairs(tmp_path)
+        pairs = store.load_pairs(results)
         kinds = pairs.groupby("kind")["pair_id"].nunique().to_dict()
         assert kinds == {"seeds": 2, "tasks": 2}  # per task two seeds; per seed two tasks
         assert (pairs.loc[pairs["kind"] == "tasks", "examples"] == 24).all()
         assert pairs.loc[pairs["layer"] > 0, "attention_js"].gt(0).all()
-        code, again = cli(capsys, "consistency", "--results", str(tmp_path), "--examples",
+        code, again = cli(capsys, "consistency", "--results", str(results), "--examples",
                           "12", "--data-dir", str(small_data))
         assert code == 0 and "0 pairs compared" in again  # nothing twice
     if name == "001-heads":  # the heads family's run: every head of layer 3 and a baseline
@@ -76,14 +121,17 @@ def test_tiny_run_of_each_preset_lands_rows_and_figures(name, ray_local, tiny_be
             config = TrialConfig.from_dict(json.loads(blob))
             if config.intermediate_task:  # trained once per (task, seed, surgery) and kept
                 assert sequential.cache_path(config).is_file()
-        epochs = store.load_epochs(tmp_path)
+        epochs = store.load_epochs(results)
+        epochs = epochs[epochs["trial_id"].isin(trials["trial_id"])]
         assert set(epochs["trial_id"]) == set(trials["trial_id"])  # ours, not Tune's ids
     if name == "000-distance":
-        sim = store.load_similarity(tmp_path)
+        sim = store.load_similarity(results)
         moved = sim.loc[sim["layer"] > 0, "w_output_spectral_pretrained"]
         assert len(moved) == 2 * 4 and moved.gt(0).all()
-    code, out = cli(capsys, "report", "--results", str(tmp_path))
-    assert code == 0, out
+    if name not in SHARED:
+        code, report = cli(capsys, "report", "--results", str(results))
+    assert code == 0, report
+    out = report
     for spec in families.get(name).figures:
         line = next(ln for ln in out.splitlines() if ln.startswith(spec.key + " "))
         assert "not drawn" not in line and ".png" in line, line
