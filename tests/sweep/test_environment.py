@@ -31,21 +31,26 @@ def test_a_sweeps_trial_workers_run_at_normal_priority():
     """Ray starts its workers at nice 15 (a trial then starves beside any busy process of
     normal priority); a sweep's local Ray instance runs them at 0, and a niceness the user
     set in RAY_worker_niceness is kept."""
-    # Ray's own temp dir, short: a socket path longer than 107 bytes fails
-    temp = tempfile.mkdtemp(prefix="rt-nice-", dir="/tmp")
+    # three Ray instances at once, each with its own temp dir (short: a socket path longer
+    # than 107 bytes fails)
+    temps = [tempfile.mkdtemp(prefix="rt-nice-", dir="/tmp") for _ in range(3)]
     base = {k: v for k, v in os.environ.items()
-            if k not in ("RAY_ADDRESS", "RAY_worker_niceness")} | {"RAY_TMPDIR": temp}
-
-    def niceness(mode: str, **env: str) -> int:
-        run = subprocess.run([sys.executable, "-c", NICENESS, mode], cwd=REPO,
-                             capture_output=True, text=True, timeout=300,
-                             env={**base, **env})
-        assert run.returncode == 0, run.stdout + run.stderr
-        return int(run.stdout.split("niceness")[-1])
-
+            if k not in ("RAY_ADDRESS", "RAY_worker_niceness")}
+    cases = [("plain", {}), ("sweep", {}), ("sweep", {"RAY_worker_niceness": "5"})]
+    runs: list[subprocess.Popen] = []
     try:
-        assert niceness("plain") == 15  # Ray's own default: what the sweep must undo
-        assert niceness("sweep") == 0
-        assert niceness("sweep", RAY_worker_niceness="5") == 5
+        runs += [subprocess.Popen([sys.executable, "-c", NICENESS, mode], cwd=REPO, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 env={**base, **env, "RAY_TMPDIR": temp})
+                for (mode, env), temp in zip(cases, temps, strict=True)]
+        outs = [run.communicate(timeout=300)[0] for run in runs]
+        assert [run.returncode for run in runs] == [0, 0, 0], outs
+        found = [int(out.split("niceness")[-1]) for out in outs]
+        # Ray's own default (what the sweep must undo), the sweep's, the user's
+        assert found == [15, 0, 5]
     finally:
-        shutil.rmtree(temp, ignore_errors=True)
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+        for temp in temps:
+            shutil.rmtree(temp, ignore_errors=True)
