@@ -84,7 +84,7 @@ class SyntheticStore:
             train_size=5000, reinit_layers=(), epochs: int = 3, model: str = EMBEDDED_MODEL,
             epoch_scores: list[float] | None = None, epoch_losses: list[float] | None = None,
             num_layers: int = 6, majority: float | None = None, chance: float | None = None,
-            status: str = "ok", **fields) -> str:
+            status: str = "ok", data_source: str | None = None, **fields) -> str:
         config = TrialConfig(model, task, train_size=train_size, seed=seed,
                              reinit_layers=tuple(reinit_layers), epochs=epochs,
                              experiment=experiment, **fields)
@@ -97,7 +97,7 @@ class SyntheticStore:
                     "eval_time_s": 0.5, "train_examples_per_s": 10.0,
                     "train_examples": examples, "setup_time_s": 0.1, "device": "cpu",
                     "precision_used": "fp32", "node_id": "n", "majority_score": majority,
-                    "chance_score": chance,
+                    "chance_score": chance, "data_source": data_source,
                     "versions": json.dumps({"torch": "2.x", "python": "3.11"})}
                    for e in range(epochs)]
         if status != "ok":

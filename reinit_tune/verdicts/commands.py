@@ -52,7 +52,13 @@ def sweep_command(claim: Claim, group: Group, finding: Finding, results_dir: str
             f"{' '.join(tasks)} "
             f"{finding.sizes_flag or f'--sizes {sizes}'} "
             f"{_run_flags(trained, finding)}"
-            f"{ks}{how} --results {shlex.quote(results_dir)}")
+            f"{ks}{how}{_data_flag(trained or group)} --results {shlex.quote(results_dir)}")
+
+
+def _data_flag(group: Group) -> str:
+    """`` --data-dir DIR`` where the group's runs read one local data folder: the new runs
+    read the same data (and a pasted command finds it whatever ``REINIT_TUNE_DATA`` says)."""
+    return f" --data-dir {shlex.quote(group.data_dir)}" if group.data_dir else ""
 
 
 def _k_flag(claim: Claim, finding: Finding, groups: list[Group], reference: bool) -> str:

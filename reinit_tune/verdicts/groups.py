@@ -12,6 +12,7 @@ protocol, so paired runs trained on the same subset.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,7 +34,8 @@ RUN_FLAGS = ("lr", "batch_size", "epochs", "max_seq_length", "precision")
 COLUMNS = tuple(dict.fromkeys((
     "trial_id", "status", "experiment", "task", "train_size", "train_fraction",
     "train_examples", "seed", "score", "metric", "model", "num_layers", "data_subset",
-    "reused_from", "majority_score", *SURGERY_FIELDS, *frames.identity_fields())))
+    "reused_from", "majority_score", "data_source", *SURGERY_FIELDS,
+    *frames.identity_fields())))
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,9 @@ class Group:
     run: tuple[tuple[str, str], ...] = ()
     # the families whose sweeps wrote the group's runs (the store's ``experiment``)
     experiments: frozenset[str] = frozenset()
+    # the local data folder every run of the group read (``--data-dir``); None where they
+    # read the hub, or folders that differ
+    data_dir: str | None = None
     _cells: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -142,6 +147,7 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
     surgeries = _surgeries(rows, values)
     written = rows.groupby("_group", sort=True)["experiment"].agg(
         lambda e: frozenset(map(str, e.dropna().unique())))
+    folders = rows.groupby("_group", sort=True)["data_source"].agg(_data_dir)
     return [Group(str(h.task_name), str(h.size), float(h.examples), str(h.setting or ""),
                   str(h.model), int(h.num_layers), str(h.metric),
                   tuple((f, _text(getattr(h, f))) for f in fields),
@@ -149,8 +155,24 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
                   None if pd.isna(h.chance) else float(h.chance),
                   tuple((f, _text(getattr(h, f))) for f in RUN_FLAGS
                         if _text(getattr(h, f)) != "default"),
-                  written.get(g, frozenset()))
+                  written.get(g, frozenset()), folders.get(g))
             for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
+
+
+def _data_dir(sources: pd.Series) -> str | None:
+    """The ``--data-dir`` that finds the splits every one of ``sources`` (the runs'
+    ``data_source``: "ROOT: task/split.parquet, ..." for local files, "hub: ..." for the
+    hub) names: the folder above a split file's task folder; None where a run read the hub,
+    recorded no source, or the runs' folders differ."""
+    found = set()
+    for source in sources:
+        if not isinstance(source, str) or not source or source.startswith("hub:") \
+                or "; hub: " in source:
+            return None
+        root, _, files = source.rpartition(": ")
+        first = files.split(", ")[0]
+        found.add(str((Path(root) / first).parent.parent))
+    return found.pop() if len(found) == 1 else None
 
 
 def _prepared(trials: pd.DataFrame) -> pd.DataFrame | None:

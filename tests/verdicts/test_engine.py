@@ -89,6 +89,34 @@ def test_003_c1_not_enough_data(tmp_path):
     assert "--sizes 50000" in row.command and "--tasks sst2" in row.command
 
 
+def test_a_command_reads_the_data_folder_its_groups_runs_read(tmp_path):
+    """Runs trained on a local folder: the printed command names it (``--data-dir``, shell
+    quoted), so pasted anywhere it extends the same cells instead of stopping on data that
+    changed; runs of the hub, or of two folders, leave it to the sweep's own default."""
+    import shlex
+
+    odd = "/data/glue runs [1]"
+    source = f"{odd}/sst2: train.parquet, validation.parquet"
+    plant_progressive(SyntheticStore(tmp_path / "a"), "sst2", 50_000,
+                      {0: 0.5, 2: 0.8, 6: 0.9}, seeds=1, data_source=source)
+    row = one(verdicts(tmp_path / "a", "003-C1"), "sst2")
+    assert row.verdict == NED and f" --data-dir {shlex.quote(odd)} " in row.command
+    assert shlex.split(row.command)[shlex.split(row.command).index("--data-dir") + 1] == odd
+    # an intermediate task's runs name both tasks' files under the folder they share
+    both = f"{odd}: rte/train.parquet, rte/validation.parquet, wnli/train.parquet"
+    hub = "hub: nyu-mll/glue (sst2)"
+    for where, data in (("b", both), ("c", hub), ("d", source)):
+        synth = SyntheticStore(tmp_path / where)
+        plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=1,
+                          data_source=data)
+        if where == "d":  # a second seed read another folder
+            synth.add("progressive", "sst2", 0.8, seed=1, train_size=50_000,
+                      reinit_layers=range(2, 6), data_source=source.replace("[1]", "[2]"))
+        row = one(verdicts(tmp_path / where, "003-C1"), "sst2")
+        assert (f" --data-dir {shlex.quote(odd)} " in row.command) == (where == "b"), row.command
+        assert where == "b" or "--data-dir" not in row.command
+
+
 def test_003_c1_at_a_smaller_size_is_labelled_and_left_out(tmp_path):
     synth = SyntheticStore(tmp_path)
     plant_progressive(synth, "sst2", 5_000, {0: 0.5, 2: 0.8, 6: 0.9})
