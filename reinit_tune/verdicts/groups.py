@@ -155,8 +155,12 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
                   None if pd.isna(h.chance) else float(h.chance),
                   tuple((f, _text(getattr(h, f))) for f in RUN_FLAGS
                         if _text(getattr(h, f)) != "default"),
-                  written.get(g, frozenset()), folders.get(g))
+                  written.get(g, frozenset()), _text_or_none(folders.get(g)))
             for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
+
+
+def _text_or_none(value) -> str | None:
+    return value if isinstance(value, str) else None  # pandas holds a None as NaN
 
 
 def _data_dir(sources: pd.Series) -> str | None:

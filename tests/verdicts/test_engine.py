@@ -105,13 +105,14 @@ def test_a_command_reads_the_data_folder_its_groups_runs_read(tmp_path):
     # an intermediate task's runs name both tasks' files under the folder they share
     both = f"{odd}: rte/train.parquet, rte/validation.parquet, wnli/train.parquet"
     hub = "hub: nyu-mll/glue (sst2)"
-    for where, data in (("b", both), ("c", hub), ("d", source)):
+    for where, data in (("b", both), ("c", hub), ("d", source), ("e", source)):
         synth = SyntheticStore(tmp_path / where)
         plant_progressive(synth, "sst2", 50_000, {0: 0.5, 2: 0.8, 6: 0.9}, seeds=1,
                           data_source=data)
-        if where == "d":  # a second seed read another folder
+        if where in ("d", "e"):  # a second seed read another folder, or recorded none
             synth.add("progressive", "sst2", 0.8, seed=1, train_size=50_000,
-                      reinit_layers=range(2, 6), data_source=source.replace("[1]", "[2]"))
+                      reinit_layers=range(2, 6),
+                      data_source=source.replace("[1]", "[2]") if where == "d" else None)
         row = one(verdicts(tmp_path / where, "003-C1"), "sst2")
         assert (f" --data-dir {shlex.quote(odd)} " in row.command) == (where == "b"), row.command
         assert where == "b" or "--data-dir" not in row.command
