@@ -147,7 +147,7 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
     surgeries = _surgeries(rows, values)
     written = rows.groupby("_group", sort=True)["experiment"].agg(
         lambda e: frozenset(map(str, e.dropna().unique())))
-    folders = rows.groupby("_group", sort=True)["data_source"].agg(_data_dir)
+    folders = _data_dirs(rows)
     return [Group(str(h.task_name), str(h.size), float(h.examples), str(h.setting or ""),
                   str(h.model), int(h.num_layers), str(h.metric),
                   tuple((f, _text(getattr(h, f))) for f in fields),
@@ -155,28 +155,28 @@ def groups(trials: pd.DataFrame, values: tuple[str, ...] = ("score",)) -> list[G
                   None if pd.isna(h.chance) else float(h.chance),
                   tuple((f, _text(getattr(h, f))) for f in RUN_FLAGS
                         if _text(getattr(h, f)) != "default"),
-                  written.get(g, frozenset()), _text_or_none(folders.get(g)))
+                  written.get(g, frozenset()), folders.get(g))
             for g, h in zip(heads.index, heads.itertuples(index=False), strict=True)]
 
 
-def _text_or_none(value) -> str | None:
-    return value if isinstance(value, str) else None  # pandas holds a None as NaN
-
-
-def _data_dir(sources: pd.Series) -> str | None:
-    """The ``--data-dir`` that finds the splits every one of ``sources`` (the runs'
-    ``data_source``: "ROOT: task/split.parquet, ..." for local files, "hub: ..." for the
-    hub) names: the folder above a split file's task folder; None where a run read the hub,
-    recorded no source, or the runs' folders differ."""
-    found = set()
-    for source in sources:
-        if not isinstance(source, str) or not source or source.startswith("hub:") \
-                or "; hub: " in source:
+def _data_dirs(rows: pd.DataFrame) -> dict[int, str]:
+    """Per group, the ``--data-dir`` that finds the splits all its runs read, where they
+    read one local folder. A run's ``data_source`` is what ``data.source.identity`` writes:
+    "ROOT: task/split.parquet, ..." for local files (ROOT the task folder itself for one
+    task), "hub: ..." for the hub; the folder is the one above a split file's task folder.
+    A group with a run of the hub, a run that recorded none, or two folders has none. Each
+    distinct source is parsed once: a store of 10^5 runs holds a handful."""
+    def folder(source: str) -> str | None:
+        if not source or source.startswith("hub:") or "; hub: " in source:
             return None
         root, _, files = source.rpartition(": ")
-        first = files.split(", ")[0]
-        found.add(str((Path(root) / first).parent.parent))
-    return found.pop() if len(found) == 1 else None
+        return str((Path(root) / files.split(", ")[0]).parent.parent)
+
+    sources = rows["data_source"]
+    parsed = sources.map({s: folder(s) for s in sources.dropna().unique()})
+    by_group = parsed.groupby(rows["_group"], sort=True)
+    one = by_group.count().eq(by_group.size()) & by_group.nunique().eq(1)
+    return {int(g): str(f) for g, f in by_group.first()[one].items()}
 
 
 def _prepared(trials: pd.DataFrame) -> pd.DataFrame | None:
