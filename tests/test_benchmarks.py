@@ -18,6 +18,8 @@ from benchmarks import (
     gpu_checks,
 )
 
+pytestmark = pytest.mark.slow  # the benchmarks' smokes: the drills' tier
+
 
 def table_rows(output: str, first: str) -> list[list[str]]:
     return [ln.split() for ln in output.splitlines() if ln.strip().startswith(first)]

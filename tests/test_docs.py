@@ -49,7 +49,7 @@ def runnable_examples() -> list[tuple[str, str, int]]:
 def test_the_readme_is_short_and_keeps_the_ci_marker():
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 150
-    assert "<!-- test-command -->" in readme
+    assert "<!-- test-command -->" in readme and "<!-- slow-test-command -->" in readme
 
 
 def test_the_command_reference_lists_every_command_and_flag():

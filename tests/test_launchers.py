@@ -74,6 +74,7 @@ def test_the_schema_refuses_what_kuberay_would():
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_the_slurm_script_runs_a_sweep_under_a_real_single_node_slurm(tmp_path, glue_dir):
     """launchers/slurm-local.sh: munge, slurmctld and slurmd on this machine, the batch
     script submitted with a 4-trial sweep of the embedded MiniLM; the job completes with the
@@ -167,6 +168,7 @@ def test_the_nodes_ray_stop_stops_only_its_own_clusters_processes(tmp_path):
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_ray_up_brings_up_cluster_yaml_on_the_local_provider_and_runs_a_sweep(tmp_path):
     """launchers/ray_up_local.py: `ray up` of cluster.yaml's cluster on Ray's local provider
     over SSH to 127.0.0.1, a 4-trial sweep through `ray exec`, the dashboard's node list,

@@ -179,6 +179,7 @@ def test_the_stored_check_reads_only_compacted_files_made_since_planning(tmp_pat
 
 
 # -- real sweeps --------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.ray
 def test_two_drivers_started_at_once_train_each_trial_once(tiny_bert, glue_dir, tmp_path):
     results = tmp_path / "results"

@@ -119,6 +119,7 @@ def nodes_of(address: str) -> dict[str, dict]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_one_sweep_command_runs_across_two_nodes(tiny_bert, glue_dir, tmp_path):
     results = tmp_path / "results"
@@ -149,6 +150,7 @@ def test_one_sweep_command_runs_across_two_nodes(tiny_bert, glue_dir, tmp_path):
     assert (tmp_path / "tune").is_dir()  # Tune's storage_path was --storage
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_auto_gives_each_pack_a_gpu_on_a_cluster_whose_workers_have_gpus(tiny_bert, glue_dir,
                                                                          tmp_path):

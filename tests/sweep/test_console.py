@@ -116,6 +116,7 @@ def small_disk(tmp_path):
     subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_full_disk_prints_one_message_and_the_rerun_resumes(tiny_bert, small_disk, env):
     results = small_disk / "results"
@@ -155,6 +156,7 @@ def raylet_of(pid: int, timeout: float = 60) -> psutil.Process:
     pytest.fail("no raylet started")
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_killed_local_raylet_ends_the_sweep_with_its_summary(tiny_bert, tmp_path, env):
     results = tmp_path / "results"
@@ -178,6 +180,7 @@ def test_a_killed_local_raylet_ends_the_sweep_with_its_summary(tiny_bert, tmp_pa
     assert took < 30, took
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_frozen_worker_raylet_resumed_after_its_death_stays_out_of_the_output(
         tiny_bert, glue_dir, tmp_path, monkeypatch):

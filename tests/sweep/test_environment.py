@@ -27,6 +27,7 @@ ray.shutdown()
 
 
 @pytest.mark.ray
+@pytest.mark.slow
 def test_a_sweeps_trial_workers_run_at_normal_priority():
     """Ray starts its workers at nice 15 (a trial then starves beside any busy process of
     normal priority); a sweep's local Ray instance runs them at 0, and a niceness the user

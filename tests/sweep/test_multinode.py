@@ -53,6 +53,7 @@ def ok_rows(results) -> list[str]:
     return sorted(trials.loc[trials["status"] == "ok", "trial_id"])
 
 
+@pytest.mark.slow
 def test_a_worker_node_killed_mid_sweep_loses_no_trial(tiny_bert, glue_dir, tmp_path):
     results = tmp_path / "results"
     started: list = []
@@ -77,6 +78,7 @@ def test_a_worker_node_killed_mid_sweep_loses_no_trial(tiny_bert, glue_dir, tmp_
     assert len(trials) == 6 and set(trials["status"]) == {"ok"}  # one row each, all ok
 
 
+@pytest.mark.slow
 def test_a_lost_head_ends_with_the_summary_and_the_rerun_resumes(tiny_bert, glue_dir,
                                                                  tmp_path):
     results = tmp_path / "results"
@@ -114,6 +116,7 @@ def test_a_lost_head_ends_with_the_summary_and_the_rerun_resumes(tiny_bert, glue
     assert len(after) == 6 and set(before) <= set(after)
 
 
+@pytest.mark.slow
 def test_trials_killed_by_the_memory_monitor_are_retried_then_stored_as_errors(
         tiny_bert, glue_dir, tmp_path):
     """A threshold below what this machine already uses: Ray's monitor kills every trial

@@ -106,6 +106,7 @@ def stale_ray_tmpdir() -> Path:
     shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_interrupted_and_killed_driver_then_rerun_finishes_the_sweep(
         tiny_bert, glue_dir, tmp_path, stale_ray_tmpdir):

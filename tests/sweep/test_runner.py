@@ -96,6 +96,7 @@ def test_a_failing_trial_leaves_an_error_row_and_the_sweep_goes_on(
 
 
 @pytest.mark.ray
+@pytest.mark.slow  # the installed command and the entry script, in processes
 def test_embedded_minilm_on_real_sst2_through_the_installed_command(glue_dir, tmp_path):
     results = tmp_path / "results"
     env = {**os.environ, "REINIT_TUNE_DATA": str(glue_dir)}

@@ -19,7 +19,7 @@ from reinit_tune.cli.sweep import configs_of, sweep_parser
 from reinit_tune.model.fingerprint import model_fingerprint
 from tests.helpers import REPO, kill_all, start_sweep, wait_for_rows
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # the real command, in processes
 
 # k = 0 and k = L (the reference) on two tasks: two groups of two conditions each
 def sweep_args(model: str, results, tmp_path) -> list[str]:

@@ -66,6 +66,7 @@ def test_a_stop_signal_outside_a_sweep_is_a_keyboard_interrupt():
 @pytest.mark.ray
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP],
                          ids=lambda s: signal.Signals(s).name)
+@pytest.mark.slow
 def test_an_interrupted_sweep_prints_its_summary_exits_128_plus_the_signal_and_stops_ray(
         signum, tiny_bert, glue_dir, tmp_path):
     results = tmp_path / "results"

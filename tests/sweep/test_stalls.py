@@ -154,6 +154,7 @@ def env(glue_dir) -> dict:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.parametrize("retries", [1, 0])
 def test_a_frozen_trial_worker_is_ended_and_the_sweep_goes_on(tiny_bert, tmp_path, env,
@@ -187,6 +188,7 @@ def test_a_frozen_trial_worker_is_ended_and_the_sweep_goes_on(tiny_bert, tmp_pat
     assert took < 120, took
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_frozen_pack_is_ended_and_each_member_stored_as_stalled(tiny_bert, tmp_path, env):
     results = tmp_path / "results"
@@ -206,6 +208,7 @@ def test_a_frozen_pack_is_ended_and_each_member_stored_as_stalled(tiny_bert, tmp
     assert all(e.startswith("stalled: no progress for 20 s") for e in trials["error"])
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_a_slow_epoch_longer_than_the_limit_finishes(tiny_bert, tmp_path, env):
     """One trial whose only epoch (RTE's 2,490 examples two at a time) takes longer than
