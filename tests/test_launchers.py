@@ -142,6 +142,7 @@ def test_ray_up_local_takes_free_ports_its_own_temp_dir_and_the_repositorys_own_
     assert len({head.gcs, head.object_manager, head.dashboard, *head.others}) == 8
 
 
+@pytest.mark.slow  # two `ray start` clusters and `ray stop`
 def test_the_nodes_ray_stop_stops_only_its_own_clusters_processes(tmp_path):
     """`ray down` runs `ray stop` on the node; there it is a wrapper that ends only the
     processes under this cluster's temp dir: another process (another user's Ray, the

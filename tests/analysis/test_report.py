@@ -4,8 +4,6 @@ Ray Tune), then with every other experiment family added as synthetic rows."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -16,7 +14,7 @@ from reinit_tune.analysis import explore
 from reinit_tune.families import Grid
 from reinit_tune.sweep.options import RunOptions, SimilarityOptions
 from reinit_tune.sweep.runner import run_sweep
-from tests.helpers import REPO, SyntheticStore, cli, permutation_store, screenshot_script
+from tests.helpers import SyntheticStore, cli, permutation_store, screenshot_script
 
 L = 6
 
@@ -93,11 +91,10 @@ def test_report_from_a_real_sweep_then_with_every_family(ray_local, tiny_bert, g
     assert "Table 1: paired correlations" in page and "Per head, over the layers" in page
     assert "not in the store: small_data, 003-permutations-authors, 000-" in page  # drawn anyway
 
-    figures = subprocess.run([sys.executable, "analysis/figures.py", "permutations",
-                              "--results", str(results)], cwd=REPO, capture_output=True,
-                             text=True, timeout=300)
-    assert figures.returncode == 0, figures.stderr[-3000:]
-    printed = figures.stdout
+    # what `python analysis/figures.py permutations` runs (tests/analysis/test_report_page.py
+    # runs that script)
+    code, printed = cli(capsys, "report", "--results", str(results), "--only", "permutations")
+    assert code == 0, printed[-3000:]
     assert "Table 1: paired correlations" in printed and "spearman_p" in printed
     assert (results / "report" / "permutations.png").is_file()  # the one report folder
     assert not (results / "report" / "heads.png").exists()

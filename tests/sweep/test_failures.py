@@ -1,9 +1,11 @@
 """Failures inside a running sweep, through Ray Tune: a trial that diverges is stored as an
-error and reruns; trials failing alike stop the sweep after two (no retries); a store that
-cannot be written stops the sweep with one message and trains nothing more."""
+error and reruns (alone, or as a member of a pack); trials failing alike stop the sweep after
+two (no retries); a store that cannot be written stops the sweep with one message and trains
+nothing more."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import time
 from pathlib import Path
@@ -27,8 +29,8 @@ def grid(model: str, task: str, data_dir: str, ks=(0, 4), seeds=1, lr=1e-4) -> l
              max_seq_length=32, data_dir=data_dir), k=list(ks))
 
 
-def test_a_diverged_trial_is_stored_as_an_error_and_reruns(ray_local, tiny_bert, glue_dir,
-                                                           tmp_path):
+def test_a_diverged_trial_is_stored_as_an_error_and_reruns_alone_or_in_a_pack(
+        ray_local, tiny_bert, glue_dir, tmp_path):
     folder = diverging_stsb(glue_dir, tmp_path / "glue")
     configs = grid(tiny_bert, "stsb", str(folder))
     options = RunOptions(results_dir=tmp_path / "results", data_dir=str(folder),
@@ -44,8 +46,16 @@ def test_a_diverged_trial_is_stored_as_an_error_and_reruns(ray_local, tiny_bert,
     assert store.load_epochs(tmp_path / "results").empty  # no non-finite number stored
     assert "diverged" in str(summary)
 
-    again = run_sweep(configs, options)  # an error is not a result: it runs again
-    assert (again.skipped, again.failed) == (0, 2)
+    # an error is not a result: it runs again, here the two as one pack, whose diverged
+    # members are stored as errors each
+    again = run_sweep(configs, dataclasses.replace(options, max_failures=0, pack_size=2))
+    assert (again.skipped, again.ok, again.failed, again.stopped) == (0, 0, 2, None)
+    trials = store.load_trials(tmp_path / "results")
+    assert set(trials["trial_id"]) == {c.trial_id for c in configs}
+    assert trials["error"].str.startswith("diverged: the training loss of epoch 1 is").all()
+    runs = [[d for d in e.iterdir() if d.is_dir()]
+            for e in (tmp_path / "results" / "_tune").iterdir() if e.is_dir()]
+    assert sorted(map(len, runs)) == [1, 2]  # two Tune trials, then one: the pack
 
 
 def test_trials_failing_alike_stop_the_sweep_without_retries(ray_local, tiny_bert, glue_dir,

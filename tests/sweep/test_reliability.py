@@ -59,6 +59,7 @@ class KillWorkerAfterFirstCheckpoint(Callback):
             os.kill(self.killed_pid, signal.SIGKILL)
 
 
+@pytest.mark.slow  # a trial worker killed with SIGKILL
 @pytest.mark.ray
 def test_killed_worker_is_retried_from_its_last_checkpoint(ray_local, tiny_bert, glue_dir,
                                                            tmp_path):
