@@ -245,14 +245,15 @@ def memory(args) -> list[list]:
 
 
 def leak(args, root: Path) -> tuple[list[list], list[str]]:
-    """Two real sweeps through the command; rows per worker process."""
+    """Two real sweeps through the command (one GPU per trial, then half a GPU); rows per
+    worker process. The smoke runs the first only: on the CPU both would be the same sweep."""
     import pandas as pd
 
     from reinit_tune import store
 
     model = save_model(root, "tiny", args.tokenizer, dropout=True)
     rows, logs = [], []
-    for gpus, seeds in ((1, args.leak_trials), (0.5, 1 if args.smoke else 4)):
+    for gpus, seeds in ((1, args.leak_trials), (0.5, 4))[:1 if args.smoke else 2]:
         results = root / f"leak-{gpus}"
         command = [sys.executable, "-m", "reinit_tune.cli", "sweep", "progressive", "--model",
                    model, "--tasks", "rte", "--sizes", "32", "--seeds", str(seeds), "--k", "0",

@@ -44,6 +44,7 @@ EVAL_BATCH = {False: 64, True: 256}  # reinit_tune.training.loop.EVAL_BATCH_SIZE
 TOKEN_BYTES = 80
 QA_TOKEN_BYTES = 170
 MARGIN = 1.3  # the estimate's headroom over the fitted terms (allocator slack, noise)
+SHARED_SLACK = 1.25  # the most a trial's memory request exceeds its estimate, to share workers
 
 
 def train_activation_bytes(shape: ModelShape, batch: int, length: int) -> int:
@@ -227,13 +228,33 @@ def fits(need: int, alive: list[dict[str, float]],
     return need <= max(r["memory"] for r in nodes)
 
 
+def shared_requests(needs: dict[str, int], slack: float = SHARED_SLACK) -> dict[str, int]:
+    """Each estimate raised to the largest estimate within ``slack`` of it: from the largest
+    down, a need joins the level above it unless that level is more than ``slack`` times the
+    need, where it starts a level of its own. So trials of similar needs (other tasks, sizes
+    or batch sizes of one model) ask Ray for equal resources, and none is given more than
+    ``slack`` times its estimate. Tune hands a finished trial's worker on only to a trial
+    whose resource request is equal (its actor cache is keyed by the PlacementGroupFactory);
+    a fresh worker costs its start and imports, 4-10 s of a trial of seconds."""
+    levels: list[int] = []
+    out = {}
+    for pid, need in sorted(needs.items(), key=lambda item: -item[1]):
+        if not levels or need * slack < levels[-1]:
+            levels.append(need)
+        out[pid] = levels[-1]
+    return out
+
+
 def resources(cpus: float, gpus: float, needs: dict[str, int]):
     """``tune.with_resources``'s per-trial request: the trial's CPUs, GPUs and estimated
-    ``memory``, so Ray places on a node only the trials its memory holds."""
+    ``memory`` (``shared_requests``), so Ray places on a node only the trials its memory
+    holds, and trials of similar needs run on the workers of those before them."""
     from ray import tune
 
+    requests = shared_requests(needs)
+
     def request(config: dict):
-        need = needs.get((config.get("trial") or {}).get("trial_id"), 0)
+        need = requests.get((config.get("trial") or {}).get("trial_id"), 0)
         return tune.PlacementGroupFactory([{"CPU": cpus, "GPU": gpus, "memory": need}])
 
     return request

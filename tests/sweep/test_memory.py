@@ -62,6 +62,22 @@ def test_tune_asks_ray_for_each_trials_memory():
     assert need == needs["b"] and "--batch-size 64 --max-seq-length 128" in what
 
 
+def test_similar_needs_ask_for_one_request_never_more_than_the_slack_above_a_need():
+    """Tune gives a finished trial's worker only to a trial whose request is equal: needs
+    within 25% of a larger one ask for that one; a need further below starts a level."""
+    mib = 2**20
+    needs = {"a": 1000 * mib, "b": 900 * mib, "c": 801 * mib, "d": 700 * mib, "e": 560 * mib,
+             "f": 559 * mib}
+    shared = memory.shared_requests(needs)
+    assert shared == {"a": 1000 * mib, "b": 1000 * mib, "c": 1000 * mib, "d": 700 * mib,
+                      "e": 700 * mib, "f": 559 * mib}
+    assert all(needs[p] <= shared[p] <= memory.SHARED_SLACK * needs[p] for p in needs)
+    assert memory.shared_requests({}) == {}
+    request = memory.resources(1, 0, needs)
+    assert request({"trial": {"trial_id": "c"}}) == request({"trial": {"trial_id": "a"}})
+    assert request({"trial": {"trial_id": "d"}}).bundles == [{"CPU": 1, "memory": 700 * mib}]
+
+
 def test_preflight_refuses_a_trial_no_node_can_hold():
     node = {"CPU": 8.0, "memory": 16.0 * memory.GiB}
     cluster.check_memory(15 * memory.GiB, "a trial", [node])
