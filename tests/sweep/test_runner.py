@@ -110,11 +110,14 @@ def test_embedded_minilm_on_real_sst2_through_the_installed_command(glue_dir, tm
     shown = sweep.stdout + sweep.stderr  # redirected: plain text, our lines, no Tune box
     assert "\x1b[" not in shown and "View detailed results here" not in shown
     assert "ETA ?" not in shown
-    # the design card's entry point is the same command: it finds both trials stored
-    script = subprocess.run([sys.executable, "sweeps/progressive.py", *grid, "--k", "0", "6"],
+    # the design card's entry point is the same command: its plan finds both trials stored
+    # (a real rerun skipping them: test_tiny_sweep_stores_rows_and_a_rerun_adds_none)
+    script = subprocess.run([sys.executable, "sweeps/progressive.py", *grid, "--k", "0", "6",
+                             "--dry-run"],
                             cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert script.returncode == 0, script.stderr[-3000:]
-    assert "0 ran ok, 0 failed, 2 already in the store (skipped)" in script.stdout
+    assert f"2 trials already in {results}: skipped" in script.stdout, script.stdout[-2000:]
+    assert "dry run: 0 of 2 trials would run" in script.stdout, script.stdout[-2000:]
     trials = store.load_trials(results)
     assert sorted(trials["num_pretrained_layers"]) == [0, 6]
     expected = resolve_precision("auto", on_gpu=False)[0]  # bf16 only where it is native
