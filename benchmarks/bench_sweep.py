@@ -72,19 +72,11 @@ def concurrency(cpus_per_trial: float, gpus_per_trial: float, n_trials: int) -> 
 def own_requests():
     """``memory.shared_requests`` as the identity while inside: each trial asks Ray for its
     own estimate, as sweeps did before requests were shared."""
-    import contextlib
+    from unittest import mock
 
     from reinit_tune.sweep import memory
 
-    @contextlib.contextmanager
-    def patched():
-        shared = memory.shared_requests
-        memory.shared_requests = lambda needs, slack=None: dict(needs)
-        try:
-            yield
-        finally:
-            memory.shared_requests = shared
-    return patched()
+    return mock.patch.object(memory, "shared_requests", lambda needs, slack=None: dict(needs))
 
 
 def overhead_row(size: int, result: dict, slots: int) -> list:

@@ -236,12 +236,11 @@ def shared_requests(needs: dict[str, int], slack: float = SHARED_SLACK) -> dict[
     ``slack`` times its estimate. Tune hands a finished trial's worker on only to a trial
     whose resource request is equal (its actor cache is keyed by the PlacementGroupFactory);
     a fresh worker costs its start and imports, 4-10 s of a trial of seconds."""
-    levels: list[int] = []
-    out = {}
+    level, out = None, {}
     for pid, need in sorted(needs.items(), key=lambda item: -item[1]):
-        if not levels or need * slack < levels[-1]:
-            levels.append(need)
-        out[pid] = levels[-1]
+        if level is None or need * slack < level:
+            level = need
+        out[pid] = level
     return out
 
 
