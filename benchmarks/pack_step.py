@@ -509,7 +509,8 @@ def invariance(args) -> list[str]:
         model = args.small_model(Path(tmp))
         layers = args.small_layers
         for precision in ("fp32",) if args.smoke else ("fp32", "bf16"):
-            for seeds in (1, 2):
+            # the smoke: one seed's members (the padding of two seeds is test_pack.py's)
+            for seeds in (1,) if args.smoke else (1, 2):
                 base = TrialConfig(model, "rte", train_size=args.inv_size, epochs=2, lr=1e-4,
                                    precision=precision, max_seq_length=128)
                 configs = [base.replace(seed=i % seeds, reinit_layers=tuple(range(k, layers)))

@@ -208,11 +208,19 @@ class RayNodes:
 
 
 def _node_count(address: str) -> int:
-    out = subprocess.run([RAY, "status", "--address", address], capture_output=True,
-                         text=True, timeout=60,
-                         env={**os.environ, "RAY_AUTH_MODE": "disabled"})
-    active = out.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0]
-    return sum(1 for ln in active.splitlines() if "node_" in ln)
+    """Alive nodes in the GCS's node table, read in this process as Ray's own test clusters
+    wait for a node (``ray._private.services.wait_for_node``): a ``ray status`` process a
+    poll cost seconds of a loaded machine's CPU."""
+    from ray._private.state import GlobalState
+    from ray._raylet import GcsClientOptions
+
+    state = GlobalState()
+    state._initialize_global_state(GcsClientOptions.create(
+        address, None, allow_cluster_id_nil=True, fetch_cluster_id_if_nil=False))
+    try:
+        return sum(1 for node in state.node_table() if node["Alive"])
+    finally:
+        state.disconnect()
 
 
 @contextlib.contextmanager
@@ -261,11 +269,17 @@ def ray_cluster(workers: int = 1, timeout: float = 120,
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"worker {i + 1} did not join:\n"
                                        + (temp / f"worker{i + 1}.log").read_text())
-                time.sleep(0.5)
+                time.sleep(0.2)
         yield RayNodes(address, head, started, temp)
     finally:
+        # a worker node whose head is gone ignores SIGTERM for the GCS reconnection timeout
+        # (30 s): with the head dead nothing is left to stop gracefully, so each is killed
+        headless = not procs or procs[0].poll() is not None
         for proc in reversed(procs):
-            stop(proc)
+            if headless:
+                kill_node(proc)
+            else:
+                stop(proc)
         shutil.rmtree(temp, ignore_errors=True)
 
 

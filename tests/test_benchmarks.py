@@ -284,8 +284,14 @@ def test_gpu_suite_smoke_runs_every_stage_through_the_real_commands(tmp_path, gl
     assert ops[("4", "forward")] <= 1.1 * ops[("1", "forward")]
     for variant in ("generator masks", "stateless masks", "graphs", "two packs per GPU"):
         assert re.search(rf"\| {variant} \| \d+ \| [\d.]+ \| [\d.]+ \|", text), variant
-    # one seed's members: equal to the last bit whatever the pack (one torch thread here)
-    assert "| fp32 | 1 | 4 vs 2 + 2 | 0 | 0 | 0 | 0 |" in text
+    # one seed's members, whatever the pack: losses and scores equal to the last bit, weights
+    # to the last bit or a few units in it (a CPU's vector reductions can follow the pack's
+    # width: 3.6e-12 in one classifier bias on an AVX2 CPU), far below a real difference
+    same_seed = [[float(v) for v in line.strip("|").split("|")[3:]]
+                 for line in text.splitlines() if line.startswith("| fp32 | 1 | 4 vs ")]
+    assert len(same_seed) == 2, text
+    for train_loss, dev_loss, score, weights in same_seed:
+        assert train_loss == dev_loss == score == 0 and weights < 1e-9, same_seed
     assert "CPU trials: no GPU in" in text and "rows: 4 (4 ok); devices: cpu" in text
     assert re.search(r"calibrated estimate \d+ GPU-seconds against \d+ measured", text)
     assert re.search(r"003's progressive grid, --precision auto \(exit 0, \d+ s\): estimated "

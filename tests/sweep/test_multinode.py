@@ -54,7 +54,13 @@ def ok_rows(results) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_worker_node_killed_mid_sweep_loses_no_trial(tiny_bert, glue_dir, tmp_path):
+def test_a_worker_node_killed_mid_sweep_loses_no_trial(tiny_bert, glue_dir, tmp_path,
+                                                       monkeypatch):
+    # the head's GCS declares a node dead after this many failed health checks a second
+    # apart (Ray's default: 5, 3 s apart); a killed raylet refuses them at once, while a
+    # loaded but live one still has Ray's 10-s timeout for each
+    monkeypatch.setenv("RAY_health_check_period_ms", "1000")
+    monkeypatch.setenv("RAY_health_check_failure_threshold", "3")
     results = tmp_path / "results"
     started: list = []
     try:

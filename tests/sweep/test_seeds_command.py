@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]  # the real command, in process
 
 # k = 0 and k = L (the reference) on two tasks: two groups of two conditions each
 def sweep_args(model: str, results, tmp_path) -> list[str]:
-    return ["--model", model, "--tasks", "rte", "sst2", "--sizes", "200", "--epochs", "1",
+    return ["--model", model, "--tasks", "rte", "sst2", "--sizes", "64", "--epochs", "1",
             "--k", "0", "4", "--precision", "fp32", "--seeds", "auto", "--target-ci", "0.01",
             "--min-seeds", "3", "--max-seeds", "5", "--results", str(results),
             "--storage", str(tmp_path / "tune"), "--cpus-per-trial", "1"]
@@ -46,7 +46,7 @@ def plant(results, model: str, tmp_path) -> None:
         reports = [{"epoch": 1, "train_loss": 0.4, "eval_loss": 0.6,
                     f"eval_{config.task_spec.primary}": score, "score": score,
                     "train_time_s": 1.0, "eval_time_s": 0.5, "train_examples_per_s": 10.0,
-                    "train_examples": 200, "setup_time_s": 0.1, "device": "cpu",
+                    "train_examples": 64, "setup_time_s": 0.1, "device": "cpu",
                     "precision_used": "fp32", "node_id": "n",
                     "versions": json.dumps({"torch": "2.x"})}]
         store.write_trial(results, store.trial_row(config, reports, num_layers=4, status="ok"),
@@ -93,8 +93,8 @@ def test_quiet_group_stops_at_min_seeds_and_noisy_one_grows_to_max(tiny_bert, tm
     assert "4 ran ok, 0 failed" in out, out[-3000:]  # sst2's seeds 3 and 4, both k
     assert "groups open" in out, out[-3000:]  # the progress line
     report = out[out.index("seeds on demand (--target-ci 0.01)"):]
-    assert "rte n=200" in report and "3 seeds" in report.split("rte n=200")[1].splitlines()[0]
-    sst2 = report.split("sst2 n=200")[1].splitlines()[0]
+    assert "rte n=64" in report and "3 seeds" in report.split("rte n=64")[1].splitlines()[0]
+    sst2 = report.split("sst2 n=64")[1].splitlines()[0]
     assert "5 seeds" in sst2 and "stopped at --max-seeds" in sst2, report
     assert "a fixed --seeds 5 design runs 20" in report, report
     assert seeds_by_group(results) == EXPECTED
