@@ -1,7 +1,6 @@
 """Run a tier of the test suite as README's test commands and CI do: the tests marked ``ray``
-(and those marked ``timed``: they assert a wall-clock bound) one at a time at normal
-priority, and beside them, at the lowest priority (nice 19, in an autogroup of their own),
-the tests that start no Ray over the machine's cores (``pytest-xdist``, up to four workers).
+one at a time at normal priority, and beside them, at the lowest priority (nice 19), the
+tests that start no Ray over the machine's cores (``pytest-xdist``, up to four workers).
 
 The Ray tests leave cores idle (Ray starting, a sweep's single-trial phases, a drill waiting
 for a node to be declared dead or a frozen trial to be ended: about a third of the drills'
@@ -20,37 +19,22 @@ counts as passed where the other ran tests).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 NONE_COLLECTED = 5  # pytest's exit status when a selection matched no test
-
-
-def lowest_priority() -> None:
-    """In the child before it runs pytest: nice 19, in a session of its own whose autogroup is
-    at nice 19 too. Where the kernel groups tasks by session (``sched_autogroup``, on in most
-    distributions) a process's nice value counts only against its own session's tasks, and
-    each session gets an equal share: the drills' sweeps and Ray nodes, each started in a
-    session of its own, would share the cores equally with these tests, nice or not."""
-    os.setsid()
-    with contextlib.suppress(OSError):  # no autogroups here: nice alone is what counts
-        Path("/proc/self/autogroup").write_text("19")
-    os.nice(19)
 
 
 def commands(slow: bool, extra: list[str]) -> tuple[list[str], list[str]]:
     """The pytest commands of the Ray tests and of the tests that start no Ray."""
     tier = "slow" if slow else "not slow"
     pytest = [sys.executable, "-m", "pytest"]
-    return ([*pytest, "-m", f"(ray or timed) and {tier}", *extra],
-            [*pytest, "-m", f"not ray and not timed and {tier}", "-n", "auto",
-             "--maxprocesses", "4", *extra])
+    return ([*pytest, "-m", f"ray and {tier}", *extra],
+            [*pytest, "-m", f"not ray and {tier}", "-n", "auto", "--maxprocesses", "4",
+             *extra])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,14 +46,14 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     with tempfile.TemporaryFile("w+") as log:
         beside = subprocess.Popen(without_ray, stdout=log, stderr=subprocess.STDOUT,
-                                  preexec_fn=lowest_priority)
+                                  preexec_fn=lambda: os.nice(19))
         try:
             ray_code = subprocess.call(with_ray)
             ray_s = time.monotonic() - began
             code = beside.wait()
         finally:
             if beside.poll() is None:  # interrupted: the tests beside go with this process
-                os.killpg(beside.pid, signal.SIGTERM)
+                beside.terminate()
                 beside.wait()
         log.seek(0)
         print(f"\n{'=' * 20} the tests that start no Ray (run beside, at nice 19) {'=' * 20}")

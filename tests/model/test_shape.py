@@ -29,7 +29,6 @@ def test_a_folder_without_config_and_an_unknown_offline_id_are_input_errors(tmp_
         model_shape("no-such-org/no-such-model")
 
 
-@pytest.mark.timed  # "at once": under 10 s
 def test_a_misspelled_model_with_the_hub_unreachable_stops_at_once_naming_close_ones(
         monkeypatch, capsys):
     """No retries against an unreachable hub (they took ~30 s and printed 24 lines): a

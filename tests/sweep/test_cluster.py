@@ -191,7 +191,6 @@ def test_auto_gives_each_pack_a_gpu_on_a_cluster_whose_workers_have_gpus(tiny_be
     assert message in out and "Traceback" not in out
 
 
-@pytest.mark.timed
 def test_an_address_that_is_not_ray_is_refused_within_30_s(tiny_bert, glue_dir, tmp_path):
     """Something listens there (the port answers) but it is not Ray's GCS: before, ray.init
     retried for ever printing 'Failed to connect to GCS'."""
