@@ -14,9 +14,6 @@ from tests.helpers import SHARED_DATA, SHARED_GLUE, missing, save_tiny_bert
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Ray workers at normal priority, as a sweep's (Ray's default, nice 15, would lose the cores
-# to the low-priority tests scripts/tiers.py runs beside the Ray tests)
-os.environ.setdefault("RAY_worker_niceness", "0")
 if "REINIT_TUNE_DATA" not in os.environ and SHARED_GLUE.is_dir():
     os.environ["REINIT_TUNE_DATA"] = str(SHARED_GLUE)
 # Under pytest-xdist each worker keeps its Ray sessions and the address file `ray start`
