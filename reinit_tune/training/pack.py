@@ -41,12 +41,11 @@ and the update rule are the trial's own to the bit. With one torch thread on the
 member's numbers do not depend on the pack around it where the padding does not (members of
 one seed: a pack of 4, two of 2 and four of 1 agree to the last bit, but for weights a few
 units in the last place apart where the CPU's vector reductions follow the pack's width, as
-on an AVX2 CPU); padding to another
-seed's longer batch leaves the forward pass bit for bit but reorders the backward pass's sums
-over tokens, and a BLAS library with several threads, or CUDA, picks its reduction order by
-batch count, so there the numbers agree to rounding (``benchmarks/RESULTS.md``). An unpacked
-trial runs the model without ``vmap``: the same computation in other kernels, equal to
-rounding. bf16 adds its own rounding to each of these.
+on an AVX2 CPU); padding to another seed's longer batch leaves the forward pass bit for bit
+but reorders the backward pass's sums over tokens, and a BLAS library with several threads,
+or CUDA, picks its reduction order by batch count, so there the numbers agree to rounding
+(``benchmarks/RESULTS.md``). An unpacked trial runs the model without ``vmap``: the same
+computation in other kernels, equal to rounding. bf16 adds its own rounding to each of these.
 """
 
 from __future__ import annotations
