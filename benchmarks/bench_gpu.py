@@ -128,6 +128,13 @@ def run_packed(configs: list, pack: int, cpus: int, launcher: str, data_dir: str
                          data_dir)
 
 
+def _ray_cpus() -> int:
+    """The CPUs of the Ray cluster the packs share: a joined cluster's, not this machine's."""
+    import ray
+
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
 def _ray_gpus() -> float:
     import ray
 
@@ -139,7 +146,7 @@ def packing(args, root: Path) -> list[list]:
     seconds, trials/hour."""
     from reinit_tune.config import TrialConfig
 
-    cpus = os.cpu_count() or 1
+    cpus = _ray_cpus() if args.launcher == "ray" else os.cpu_count() or 1
     rows = []
     for name in args.models:
         model = model_folder(name, root, args.tokenizer)

@@ -54,10 +54,10 @@ def wide_bert(tmp_path_factory) -> str:
 
 @pytest.fixture(autouse=True)
 def _ray_only_where_marked(request, monkeypatch):
-    """The ``ray`` marker says which tests start Ray (the suite's parallel tier runs the
-    others several at a time): a test without it fails where it calls ``ray.init`` in this
-    process, or where a process it started began a Ray session (each unmarked test points
-    ``RAY_TMPDIR``, where Ray puts its sessions, at a folder of its own)."""
+    """The ``ray`` marker says which tests start Ray (``-m "not ray"`` selects the rest): a
+    test without it fails where it calls ``ray.init`` in this process, or where a process it
+    started began a Ray session (each unmarked test points ``RAY_TMPDIR``, where Ray puts its
+    sessions, at a folder of its own)."""
     if request.node.get_closest_marker("ray") is not None:
         yield
         return
@@ -84,10 +84,14 @@ def _ray_only_where_marked(request, monkeypatch):
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """One local Ray instance for the in-process sweep tests."""
+    """One local Ray instance for the in-process sweep tests, with one CPU: the suite runs
+    one test per core (xdist), so a second trial at a time in a test buys no time, while its
+    worker's start (torch and transformers imported: ~6 CPU-s) costs a core. Trials run one
+    at a time on a worker Tune reuses while their requests agree; tests of trials side by
+    side start a Ray of their own (the drills, the benchmarks' smokes)."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, logging_level="warning")
+        ray.init(num_cpus=1, include_dashboard=False, logging_level="warning")
     yield ray
     ray.shutdown()
 

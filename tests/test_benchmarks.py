@@ -38,11 +38,13 @@ def test_bench_trial_smoke_runs_all_three_ways(capsys, tiny_bert, glue_dir):
 
 @pytest.mark.ray
 def test_bench_sweep_smoke_reports_overhead(capsys, ray_local, tiny_bert, glue_dir):
-    """Two tasks, three trials (rte, wnli, rte's second seed), two at a time: the sweep with
-    each trial's own memory request, then with the shared ones, where the third trial runs
-    on a worker one of the first two started."""
+    """Two tasks, three trials (rte, wnli, rte's second seed), two at a time (half a CPU
+    each on the suite's one-CPU Ray): the sweep with each trial's own memory request, then
+    with the shared ones, where the third trial runs on a worker one of the first two
+    started."""
     bench = bench_sweep
-    assert bench.main(["--smoke", "--model", tiny_bert, "--tasks", "rte", "wnli"]) == 0
+    assert bench.main(["--smoke", "--model", tiny_bert, "--tasks", "rte", "wnli",
+                       "--cpus-per-trial", "0.5"]) == 0
     out = capsys.readouterr().out
     rows = {r[0]: r for r in table_rows(out, "own") + table_rows(out, "shared")}
     assert set(rows) == {"own", "shared"}

@@ -75,7 +75,7 @@ def test_tiny_run_of_each_preset_lands_rows_and_figures(name, request, tiny_bert
         summary, results, ids, code, report = request.getfixturevalue("shared_presets")
         assert (summary.ok, summary.failed) == (sum(RUNS[n][1] for n in SHARED), 0), summary
         trials = store.load_trials(results)
-        # seven tasks, QA among them, two at a time: trials of similar memory estimates ask
+        # seven tasks, QA among them, one at a time: trials of similar memory estimates ask
         # Ray for one request, so each runs on a worker a trial before it used
         workers = trials["worker_pid"].value_counts()
         assert len(workers) <= len(trials) // 3, workers

@@ -109,8 +109,10 @@ def test_dry_run_calibrates_on_request(capsys, no_ray, tiny_bert, glue_dir):
     # what was measured
     lines = out.rstrip().splitlines()
     assert "{" not in out and lines[-2].startswith("estimated cost:")
-    assert re.fullmatch(r"calibrated: .*tiny-bert\S* fp32, a trial: [\d.]+ ms a step \+ [\d.]+ "
-                        r"us a token, evaluation [\d.]+ us a token, setup [\d.]+ s", lines[-1])
+    precision, _ = resolve_precision("auto", on_gpu=False)  # bf16 on a CPU with native bf16
+    assert re.fullmatch(rf"calibrated: .*tiny-bert\S* {precision}, a trial: [\d.]+ ms a step "
+                        r"\+ [\d.]+ us a token, evaluation [\d.]+ us a token, setup [\d.]+ s",
+                        lines[-1]), lines[-1]
 
 
 def test_unknown_width_gives_no_estimate_but_the_dry_run_works(capsys, no_ray):
