@@ -304,7 +304,7 @@ def test_bench_verdict_levels_smoke_measures_each_kind_under_each_noise(capsys):
     from benchmarks import bench_verdict_levels
 
     def rows(*argv: str) -> list[list[str]]:
-        assert bench_verdict_levels.main(["--smoke", "--stores", "20", *argv]) == 0
+        assert bench_verdict_levels.main(["--smoke", "--stores", "10", *argv]) == 0
         return [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()
                 if line.startswith("| ") and "kind" not in line]
 
