@@ -119,7 +119,7 @@ def run_packed(configs: list, pack: int, cpus: int, launcher: str, data_dir: str
                ) -> float:
     """Run ``configs`` ``pack`` at a time on one device; the wall time."""
     if launcher == "ray":
-        gpus = _ray_gpus()
+        gpus = _ray_total("GPU")
         with tempfile.TemporaryDirectory() as tmp:
             result = sweep_once(configs, cpus_per_trial=max(0.1, min(cpus / pack, 4.0)),
                                 gpus_per_trial=1 / pack if gpus else 0, results=Path(tmp))
@@ -128,17 +128,12 @@ def run_packed(configs: list, pack: int, cpus: int, launcher: str, data_dir: str
                          data_dir)
 
 
-def _ray_cpus() -> int:
-    """The CPUs of the Ray cluster the packs share: a joined cluster's, not this machine's."""
+def _ray_total(resource: str) -> float:
+    """The Ray cluster's total of ``resource`` (``CPU``, ``GPU``): a joined cluster's, not
+    this machine's."""
     import ray
 
-    return max(1, int(ray.cluster_resources().get("CPU", 1)))
-
-
-def _ray_gpus() -> float:
-    import ray
-
-    return ray.cluster_resources().get("GPU", 0)
+    return ray.cluster_resources().get(resource, 0)
 
 
 def packing(args, root: Path) -> list[list]:
@@ -146,7 +141,7 @@ def packing(args, root: Path) -> list[list]:
     seconds, trials/hour."""
     from reinit_tune.config import TrialConfig
 
-    cpus = _ray_cpus() if args.launcher == "ray" else os.cpu_count() or 1
+    cpus = max(1, int(_ray_total("CPU"))) if args.launcher == "ray" else os.cpu_count() or 1
     rows = []
     for name in args.models:
         model = model_folder(name, root, args.tokenizer)
