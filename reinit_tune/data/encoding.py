@@ -62,11 +62,14 @@ def load_tokenizer(model: str):
 
 
 def tokenizer_identity(tokenizer) -> str:
-    """Hash of the tokenizer's vocabulary and rules, without the truncation/padding state that
-    the fast tokenizer records in its JSON after each call (which would change the hash)."""
+    """Hash of the tokenizer's vocabulary and rules and of the inputs it returns, without the
+    truncation/padding state that the fast tokenizer records in its JSON after each call
+    (which would change the hash). The inputs count: BERT's and DistilBERT's tokenizers share
+    vocabulary and rules, and only BERT's returns segment ids."""
     spec = json.loads(tokenizer.backend_tokenizer.to_str())
     spec.pop("truncation", None)
     spec.pop("padding", None)
+    spec["model_input_names"] = list(tokenizer.model_input_names)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 

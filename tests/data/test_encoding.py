@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -74,6 +76,39 @@ def test_a_tokenizer_without_segment_ids_feeds_the_data_path(glue_dir, tmp_path,
     assert split.token_type_ids is None
     batch = split.collate([0, 1])
     assert "token_type_ids" not in batch and batch["input_ids"].shape[0] == 2
+
+
+@pytest.mark.parametrize("first", ["with segment ids", "without"])
+def test_tokenizers_alike_but_for_segment_ids_get_their_own_cache_entries(
+        first, glue_dir, tmp_path, monkeypatch):
+    """BERT's and DistilBERT's tokenizers share vocabulary and rules; only DistilBERT's
+    returns no token_type_ids. Each model's encoding keeps its own segment ids, whichever
+    was tokenized first into the shared cache."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from reinit_tune.model.shape import resolve_model
+
+    folders = {}
+    for name in ("with segment ids", "without"):
+        folder = tmp_path / name.replace(" ", "-")
+        AutoTokenizer.from_pretrained(resolve_model(EMBEDDED_MODEL)).save_pretrained(folder)
+        AutoConfig.from_pretrained(resolve_model(EMBEDDED_MODEL)).save_pretrained(folder)
+        if name == "without":  # as DistilBERT's tokenizer_config.json says
+            config = json.loads((folder / "tokenizer_config.json").read_text())
+            config["model_input_names"] = ["input_ids", "attention_mask"]
+            (folder / "tokenizer_config.json").write_text(json.dumps(config))
+        folders[name] = str(folder)
+    monkeypatch.setenv("REINIT_TUNE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(data.encoding, "_encoded", {})
+    order = [first, *(n for n in folders if n != first)]
+    encoded = {n: data.encoded_split("rte", "validation", folders[n], 64, glue_dir)
+               for n in order}
+    assert encoded["without"].token_type_ids is None
+    assert set(encoded["with segment ids"].token_type_ids[0]) == {0, 1}
+    assert encoded["with segment ids"].input_ids == encoded["without"].input_ids
+    assert len(list((tmp_path / "cache" / "tokenized").glob("rte-validation-*.arrow"))) == 2
+    assert (data.tokenizer_identity(data.load_tokenizer(folders["without"]))
+            != data.tokenizer_identity(data.load_tokenizer(folders["with segment ids"])))
 
 
 @pytest.mark.parametrize("task,values,message", [
