@@ -20,7 +20,8 @@ _WHERE = {
     "Interval": "interval",
     "Verdict": "rules", "across_tasks": "rules", "bonferroni_level": "rules",
     "conjunction": "rules", "directional": "rules", "equivalence": "rules",
-    "holm_rejects": "rules", "non_superiority": "rules", "threshold": "rules",
+    "holm_adjusted": "rules", "holm_rejects": "rules", "non_superiority": "rules",
+    "threshold": "rules",
 }
 __all__ = sorted(_WHERE)
 

@@ -93,12 +93,37 @@ def bonferroni_level(m: int, level: float = 0.95) -> float:
 
 def holm_rejects(p_values: Sequence[float], alpha: float = 0.025) -> list[bool]:
     """Holm's step-down test of m hypotheses ("for some cell"): which are rejected at a
-    family-wise ``alpha`` (statsmodels' ``multipletests``). The default is claims.md §0.5's
-    one-sided level (its two-sided 95%: 2.5% a side). A p that is not a number (a test of
-    runs that did not vary) rejects nothing."""
-    from statsmodels.stats.multitest import multipletests
+    family-wise ``alpha``. The default is claims.md §0.5's one-sided level (its two-sided
+    95%: 2.5% a side). A p that is not a number (a test of runs that did not vary) rejects
+    nothing.
+
+    Holm (1979): sorted ascending, p_(i) is rejected while every p_(j), j <= i, is at most
+    alpha / (m - j + 1). Written out because statsmodels' ``multipletests(method="holm")``,
+    the reference its test compares with, runs a full garbage collection on every call:
+    0.25 s in a process that has torch and transformers loaded."""
+    import numpy as np
 
     if not p_values:
         return []
-    ps = [p if p == p else 1.0 for p in p_values]
-    return [bool(r) for r in multipletests(ps, alpha=alpha, method="holm")[0]]
+    ps = np.array([p if p == p else 1.0 for p in p_values], dtype=float)
+    order = np.argsort(ps, kind="stable")
+    within = ps[order] <= alpha / np.arange(len(ps), 0, -1)
+    first_kept = len(ps) if within.all() else int(np.argmin(within))
+    rejected = np.zeros(len(ps), dtype=bool)
+    rejected[order[:first_kept]] = True
+    return rejected.tolist()
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's adjusted p-values, in the order given: sorted ascending, the running maximum of
+    (m - j + 1) p_(j), at most 1; a hypothesis is rejected at a family-wise alpha where its
+    adjusted p is below alpha. Equal to statsmodels' ``multipletests(method="holm")[1]``
+    (see :func:`holm_rejects` for why it is written out)."""
+    import numpy as np
+
+    ps = np.asarray(p_values, dtype=float)
+    order = np.argsort(ps, kind="stable")
+    stepped = np.maximum.accumulate(ps[order] * np.arange(len(ps), 0, -1))
+    adjusted = np.empty(len(ps))
+    adjusted[order] = np.minimum(stepped, 1.0)
+    return adjusted.tolist()

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from reinit_tune.inference import Interval, Verdict, cluster_bootstrap, conjunction, directional
+from reinit_tune.inference import (
+    Interval,
+    Verdict,
+    cluster_bootstrap,
+    conjunction,
+    directional,
+    holm_adjusted,
+)
 from reinit_tune.verdicts.conditions import Block, Condition, Kept
 from reinit_tune.verdicts.curves import boot_group
 from reinit_tune.verdicts.depth import blocks
@@ -52,7 +59,6 @@ class BlockProfiles:
     def evaluate(self, tasks: list[Group], n_min: int) -> Finding:
         import statsmodels.api as sm
         from statsmodels.formula.api import ols
-        from statsmodels.stats.multitest import multipletests
 
         results, missing = [], []
         for kept in (True, False):
@@ -78,8 +84,8 @@ class BlockProfiles:
         if missing or len(results) < 2:
             need = tuple(dict.fromkeys(missing)) or ("a second task at this size",)
             return lacking(need, "localized")
-        adjusted = multipletests([p for _, p, _ in results], method="holm")[1]
-        if (adjusted < 0.05).any():
+        adjusted = holm_adjusted([p for _, p, _ in results])
+        if min(adjusted) < 0.05:
             verdict = Verdict.SUPPORTED
         elif all(effect <= self.margin for _, _, effect in results):
             verdict = Verdict.CONTRADICTED

@@ -15,6 +15,7 @@ from reinit_tune.inference import (
     conjunction,
     directional,
     equivalence,
+    holm_adjusted,
     holm_rejects,
     non_superiority,
     threshold,
@@ -57,3 +58,27 @@ def test_multiplicity():
     p = [0.001, 0.02, 0.03, 0.5]
     assert holm_rejects(p) == list(multipletests(p, method="holm")[0])
     assert holm_rejects(p) == [True, False, False, False]
+
+
+def test_holm_rejects_what_statsmodels_rejects(monkeypatch):
+    """Against statsmodels' ``multipletests``: random families, ties, p-values exactly at
+    a step's level, and NaN (a test of runs that did not vary: rejects nothing)."""
+    import gc
+
+    import numpy as np
+
+    monkeypatch.setattr(gc, "collect", lambda *args: 0)  # the reference's, on every call
+
+    rng = np.random.default_rng(0)
+    families = [list(rng.uniform(0, 0.05, m) ** rng.uniform(0.5, 3)) for m in range(1, 40)
+                for _ in range(25)]
+    families += [[0.01, 0.01, 0.01], [0.025 / 3, 0.025 / 2, 0.025], [0.0125, 0.0125, 0.3],
+                 [0.025 / 2, 0.025 / 2 + 1e-12], [1.0, 0.0], [0.0] * 5]
+    for p in families:
+        expected = multipletests(p, alpha=0.025, method="holm")[0].tolist()
+        assert holm_rejects(p) == expected, p
+        assert holm_rejects(p, alpha=0.05) == multipletests(p, method="holm")[0].tolist(), p
+        assert holm_adjusted(p) == pytest.approx(
+            multipletests(p, method="holm")[1].tolist(), rel=1e-12, abs=0), p
+    assert holm_rejects([0.001, float("nan"), 0.002]) == [True, False, True]
+    assert holm_rejects([]) == []
