@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import Enum
 
+import numpy as np
+
 from reinit_tune.inference.interval import Interval
 
 
@@ -101,8 +103,6 @@ def holm_rejects(p_values: Sequence[float], alpha: float = 0.025) -> list[bool]:
     alpha / (m - j + 1). Written out because statsmodels' ``multipletests(method="holm")``,
     the reference its test compares with, runs a full garbage collection on every call:
     0.25 s in a process that has torch and transformers loaded."""
-    import numpy as np
-
     if not p_values:
         return []
     ps = np.array([p if p == p else 1.0 for p in p_values], dtype=float)
@@ -119,8 +119,6 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
     (m - j + 1) p_(j), at most 1; a hypothesis is rejected at a family-wise alpha where its
     adjusted p is below alpha. Equal to statsmodels' ``multipletests(method="holm")[1]``
     (see :func:`holm_rejects` for why it is written out)."""
-    import numpy as np
-
     ps = np.asarray(p_values, dtype=float)
     order = np.argsort(ps, kind="stable")
     stepped = np.maximum.accumulate(ps[order] * np.arange(len(ps), 0, -1))

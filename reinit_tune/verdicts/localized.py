@@ -85,7 +85,7 @@ class BlockProfiles:
             need = tuple(dict.fromkeys(missing)) or ("a second task at this size",)
             return lacking(need, "localized")
         adjusted = holm_adjusted([p for _, p, _ in results])
-        if min(adjusted) < 0.05:
+        if any(a < 0.05 for a in adjusted):
             verdict = Verdict.SUPPORTED
         elif all(effect <= self.margin for _, _, effect in results):
             verdict = Verdict.CONTRADICTED
